@@ -1,0 +1,42 @@
+# The README's contract: `make test` and (with the end-to-end issue) `make demo`
+# work on a fresh machine with Python 3.11+ and Java 17+.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+CONFIG ?= config.example.toml
+
+.PHONY: setup test unit lint stack-up stack-down stack-status clean
+
+setup: $(VENV)/.installed
+
+# Reinstalls only when pyproject.toml changes, so a second `make setup` is instant.
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is required")'
+	@command -v java >/dev/null || { echo "Java 17+ is required for Spark (java not found on PATH)"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+test: setup
+	$(BIN)/python -m pytest
+
+unit: setup
+	$(BIN)/python -m pytest -m 'not integration'
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+stack-up: setup
+	$(BIN)/replicator stack up --config $(CONFIG)
+
+stack-down: setup
+	$(BIN)/replicator stack down --config $(CONFIG)
+
+stack-status: setup
+	$(BIN)/replicator stack status --config $(CONFIG)
+
+clean:
+	rm -rf $(VENV) .replicator .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -1,0 +1,369 @@
+"""The deployment config: one TOML file, validated once at load into a frozen model.
+
+Each process reads the section it needs (``[egress]``, ``[ingress]``, ``[compaction]``);
+``[s3]`` and ``[regions.*]`` are shared. Loading is strict: unknown keys, wrong types,
+dangling region references and unparseable durations or sizes are all reported at once,
+each with the file and the key path, and the process never starts half-configured.
+
+``${NAME}`` in any string value is replaced by the environment variable ``NAME`` so that
+secrets stay out of the file. Secret fields are :class:`pydantic.SecretStr` and never
+appear in reprs, logs or error messages.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from croniter import croniter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
+
+from replicator.errors import ConfigError
+from replicator.segment_key import check_region_name, check_topic_name
+from replicator.units import parse_duration, parse_size
+
+MIN_PART_SIZE = 5 * 1024**2
+"""S3 rejects multipart parts below 5 MiB (except the last)."""
+MAX_PART_SIZE = 5 * 1024**3
+
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _duration(value: Any) -> Any:
+    return parse_duration(value) if isinstance(value, str) else value
+
+
+def _size(value: Any) -> Any:
+    return parse_size(value) if isinstance(value, (str, int)) else value
+
+
+def _cron(value: str) -> str:
+    fields = value.split()
+    if len(fields) not in (5, 6) or not croniter.is_valid(value):
+        raise ValueError(
+            f"invalid cron schedule {value!r}: expected 5 fields "
+            "(minute hour day month weekday) or 6 with seconds last"
+        )
+    return value
+
+
+Duration = Annotated[float, BeforeValidator(_duration), Field(ge=0)]
+"""Seconds, written in the file as e.g. "250ms", "5m" or "7d"."""
+Size = Annotated[int, BeforeValidator(_size), Field(ge=0)]
+"""Bytes, written in the file as e.g. "64KiB" or "4GiB" (a plain integer is bytes)."""
+TopicName = Annotated[str, AfterValidator(check_topic_name)]
+RegionName = Annotated[str, AfterValidator(check_region_name)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class KafkaConfig(_Model):
+    """How to reach one region's Kafka cluster; every client of that region uses it."""
+
+    bootstrap_servers: str = Field(min_length=1)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    config: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    """Raw librdkafka properties, passed through last (they win over the fields above)."""
+
+    @model_validator(mode="after")
+    def _check_security(self) -> KafkaConfig:
+        sasl = self.security_protocol.startswith("SASL_")
+        if sasl and self.sasl_mechanism is None:
+            raise ValueError(f"security_protocol {self.security_protocol} needs sasl_mechanism")
+        if sasl and (self.sasl_username is None or self.sasl_password is None):
+            raise ValueError(
+                f"security_protocol {self.security_protocol} needs sasl_username and sasl_password"
+            )
+        if not sasl and self.sasl_mechanism is not None:
+            raise ValueError(
+                f"sasl_mechanism is set but security_protocol is {self.security_protocol}; "
+                "use SASL_PLAINTEXT or SASL_SSL"
+            )
+        return self
+
+
+class RegionConfig(_Model):
+    bucket: str = Field(min_length=3, max_length=63)
+    kafka: KafkaConfig
+    sqs_queue: str | None = None
+    """Queue receiving this region's bucket notifications (needed where ingress runs)."""
+    aws_region: str | None = None
+    """AWS region of the bucket and queue; defaults to the region's name."""
+
+
+StorageClass = Literal[
+    "STANDARD",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER_IR",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+    "REDUCED_REDUNDANCY",
+]
+
+
+class S3Config(_Model):
+    endpoint_url: str | None = None
+    """Leave out on AWS; set for S3-compatible stores and the local stack."""
+    prefix: str = "data"
+    access_key_id: str | None = None
+    secret_access_key: SecretStr | None = None
+    storage_class: StorageClass | None = None
+    sse: Literal["none", "SSE-S3", "SSE-KMS"] = "none"
+    sse_kms_key_id: str | None = None
+    multipart_part_size: Size = 16 * 1024**2
+    """Upload part size: memory per open segment writer is about one part plus one row group."""
+
+    @model_validator(mode="after")
+    def _check(self) -> S3Config:
+        if self.prefix.startswith("/") or self.prefix.endswith("/") or "//" in self.prefix:
+            raise ValueError(f"prefix {self.prefix!r} must not start or end with '/' or hold '//'")
+        if self.sse == "SSE-KMS" and not self.sse_kms_key_id:
+            raise ValueError("sse = 'SSE-KMS' needs sse_kms_key_id")
+        if self.sse != "SSE-KMS" and self.sse_kms_key_id:
+            raise ValueError("sse_kms_key_id is set but sse is not 'SSE-KMS'")
+        if (self.access_key_id is None) != (self.secret_access_key is None):
+            raise ValueError("set both access_key_id and secret_access_key, or neither")
+        if not MIN_PART_SIZE <= self.multipart_part_size <= MAX_PART_SIZE:
+            raise ValueError(
+                f"multipart_part_size must be between 5MiB and 5GiB (S3 limits), "
+                f"got {self.multipart_part_size} bytes"
+            )
+        return self
+
+
+class EgressTopicConfig(_Model):
+    """When a level-0 segment of this topic closes; whichever limit is reached first."""
+
+    max_segment_messages: PositiveInt = 1_000_000
+    max_segment_bytes: Size = 100 * 1024**2
+    max_segment_age: Duration = 300.0
+
+
+class EgressConfig(_Model):
+    region: RegionName
+    checkpoint_location: str = ".replicator/egress-checkpoint"
+    topics: dict[TopicName, EgressTopicConfig] = Field(default_factory=dict)
+
+
+class IngressSource(_Model):
+    region: RegionName
+    topic: TopicName
+    destination_topic: TopicName | None = None
+    """Defaults to the source topic's name."""
+    first_segment_delay: Duration = 300.0
+    late_segment_retries: Annotated[int, Field(ge=0)] = 5
+    lost_segment_timeout: Duration = 3600.0
+
+    @property
+    def destination(self) -> str:
+        return self.destination_topic or self.topic
+
+
+class IngressConfig(_Model):
+    region: RegionName
+    segment_events_topic: TopicName = "replicator.segmentevents"
+    checkpoint_topic: TopicName = "replicator.checkpoint"
+    sources: list[IngressSource] = Field(default_factory=list)
+
+
+class CompactionTopicConfig(_Model):
+    min_level: Annotated[int, Field(ge=0)] = 0
+    max_level: Annotated[int, Field(ge=0)] = 0
+    min_segment_age: Duration = 3600.0
+    min_segment_count: PositiveInt = 10
+    min_segment_bytes: Size = 1024**3
+    max_segment_count: PositiveInt = 1000
+    max_segment_bytes: Size = 4 * 1024**3
+    delete: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> CompactionTopicConfig:
+        if self.min_level > self.max_level:
+            raise ValueError(f"min_level {self.min_level} is above max_level {self.max_level}")
+        if self.min_segment_count > self.max_segment_count:
+            raise ValueError(
+                f"min_segment_count {self.min_segment_count} is above "
+                f"max_segment_count {self.max_segment_count}"
+            )
+        return self
+
+
+class CompactionConfig(_Model):
+    region: RegionName
+    schedule: Annotated[str, AfterValidator(_cron)] = "0 1 * * *"
+    parallelism: PositiveInt = 8
+    topics: dict[TopicName, CompactionTopicConfig] = Field(default_factory=dict)
+
+
+class Config(_Model):
+    """The whole deployment. Build it with :func:`load_config`."""
+
+    s3: S3Config = Field(default_factory=S3Config)
+    regions: dict[RegionName, RegionConfig]
+    egress: EgressConfig | None = None
+    ingress: IngressConfig | None = None
+    compaction: CompactionConfig | None = None
+
+    def region(self, name: str) -> RegionConfig:
+        """The named region; references are checked at load, so this cannot miss."""
+        return self.regions[name]
+
+
+# ---------------------------------------------------------------------------------------
+# Loading
+
+
+def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Config:
+    """Read, expand and validate the config file at ``path``.
+
+    Raises :class:`ConfigError` listing every problem with its key path.
+    """
+    shown = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(shown, [("", "file not found")]) from None
+    except OSError as exc:
+        raise ConfigError(shown, [("", f"cannot read: {exc.strerror}")]) from None
+    return parse_config(text, shown, os.environ if env is None else env)
+
+
+def parse_config(text: str, source: str, env: Mapping[str, str]) -> Config:
+    """Validate config text; ``source`` names it in errors."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, [("", f"not valid TOML: {exc}")]) from None
+    problems: list[tuple[str, str]] = []
+    expanded = _expand_env(raw, (), env, problems)
+    if problems:
+        raise ConfigError(source, problems)
+    try:
+        config = Config.model_validate(expanded)
+    except ValidationError as exc:
+        raise ConfigError(source, [_describe(err) for err in exc.errors()]) from None
+    problems = _check_references(config)
+    if problems:
+        raise ConfigError(source, problems)
+    return config
+
+
+def _expand_env(
+    value: Any, path: tuple[str | int, ...], env: Mapping[str, str], problems: list[tuple[str, str]]
+) -> Any:
+    if isinstance(value, dict):
+        return {k: _expand_env(v, (*path, k), env, problems) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand_env(v, (*path, i), env, problems) for i, v in enumerate(value)]
+    if isinstance(value, str):
+
+        def substitute(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in env:
+                problems.append((key_path(path), f"environment variable {name} is not set"))
+                return ""
+            return env[name]
+
+        return _ENV_RE.sub(substitute, value)
+    return value
+
+
+_MESSAGES = {
+    "extra_forbidden": "unknown key",
+    "missing": "missing required key",
+}
+
+
+def _describe(err: Any) -> tuple[str, str]:
+    """Turn one pydantic error into (key path, message) without echoing the input value,
+    which may be a secret."""
+    loc = tuple(part for part in err["loc"] if not _is_union_tag(part))
+    msg = _MESSAGES.get(err["type"], err["msg"])
+    msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    return key_path(loc), msg
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic adds the member type (e.g. 'str', 'function-after[...]') to locations
+    # inside unions; they mean nothing to a user.
+    return isinstance(part, str) and (part in {"str", "int", "float", "bool"} or "[" in part)
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def key_path(parts: tuple[str | int, ...]) -> str:
+    """Render a location as TOML would write it: ``egress.topics."sensor.events".max_age``."""
+    out = ""
+    for part in parts:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            continue
+        piece = part if _BARE_KEY.match(part) else '"' + part.replace('"', '\\"') + '"'
+        out = f"{out}.{piece}" if out else piece
+    return out
+
+
+def _check_references(config: Config) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    known = ", ".join(sorted(config.regions)) or "none"
+
+    def need(region: str, where: str) -> None:
+        if region not in config.regions:
+            problems.append((where, f"region {region!r} is not defined under [regions] ({known})"))
+
+    if config.egress:
+        need(config.egress.region, "egress.region")
+    if config.compaction:
+        need(config.compaction.region, "compaction.region")
+    if config.ingress:
+        ingress = config.ingress
+        need(ingress.region, "ingress.region")
+        region = config.regions.get(ingress.region)
+        if region is not None and not region.sqs_queue:
+            problems.append(
+                (
+                    key_path(("regions", ingress.region, "sqs_queue")),
+                    "ingress runs in this region and needs its bucket's notification queue",
+                )
+            )
+        destinations: dict[str, int] = {}
+        for i, source in enumerate(ingress.sources):
+            where = key_path(("ingress", "sources", i, "region"))
+            need(source.region, where)
+            if source.region == ingress.region:
+                problems.append((where, "a source must be another region than ingress.region"))
+            if source.destination in destinations:
+                problems.append(
+                    (
+                        key_path(("ingress", "sources", i, "destination_topic")),
+                        f"topic {source.destination!r} is already the destination of "
+                        f"ingress.sources[{destinations[source.destination]}]",
+                    )
+                )
+            destinations.setdefault(source.destination, i)
+    return problems

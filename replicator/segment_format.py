@@ -1,0 +1,377 @@
+"""The segment file format: Parquet (zstd) with one row per Kafka record and a footer that
+names what the file is.
+
+Columns: ``offset`` int64, ``timestamp`` timestamp[ms, UTC], ``timestamp_type`` int8
+(0 none, 1 CreateTime, 2 LogAppendTime, as in librdkafka), ``key`` and ``value`` nullable
+binary (null and empty stay different, so tombstones survive), ``headers``
+list<struct<key: string, value: binary nullable>> in record order, duplicates kept.
+
+The footer (Parquet key-value metadata ``replicator.segment``, JSON) repeats the key's
+identity and covered range, the record count, the first and last record offsets, and a
+SHA-256 checksum of every row group's *logical* content. Checksums are per row group so
+that a streaming reader verifies each row group *before* handing its records on: a
+consumer never acts on records that later turn out to be corrupt. The file checksum is the
+hash of the row-group checksums.
+
+Writing and reading work on any file-like object; :mod:`replicator.segment_store` supplies
+S3 multipart sinks and ranged-read sources. Memory is bounded by one row group.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from replicator import __version__
+from replicator.errors import CorruptSegmentError, SegmentMismatchError
+from replicator.segment_key import SegmentKey
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+FOOTER_KEY = b"replicator.segment"
+
+TIMESTAMP_NONE = 0
+TIMESTAMP_CREATE_TIME = 1
+TIMESTAMP_LOG_APPEND_TIME = 2
+
+HEADER_TYPE = pa.struct(
+    [pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]
+)
+SCHEMA = pa.schema(
+    [
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.timestamp("ms", tz="UTC"), nullable=False),
+        pa.field("timestamp_type", pa.int8(), nullable=False),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field(
+            "headers", pa.list_(pa.field("element", HEADER_TYPE, nullable=False)), nullable=False
+        ),
+    ]
+)
+
+DEFAULT_ROW_GROUP_BYTES = 32 * 1024**2
+"""Uncompressed bytes buffered before a row group is written; bounds writer memory."""
+DEFAULT_ROW_GROUP_ROWS = 1_000_000
+
+
+@dataclass(frozen=True)
+class SegmentFooter:
+    """What a segment says about itself; checked against its key on every read."""
+
+    format_version: int
+    region: str
+    topic: str
+    partition: int
+    level: int
+    start_offset: int
+    end_offset: int
+    record_count: int
+    first_record_offset: int | None
+    last_record_offset: int | None
+    created_at: str
+    writer_version: str
+    checksum: str
+    row_group_checksums: tuple[str, ...]
+
+    def to_json(self) -> bytes:
+        data = asdict(self)
+        data["row_group_checksums"] = list(self.row_group_checksums)
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> SegmentFooter:
+        data = json.loads(raw)
+        data["row_group_checksums"] = tuple(data["row_group_checksums"])
+        return cls(**data)
+
+
+# ---------------------------------------------------------------------------------------
+# Checksums
+
+
+def content_checksum(table: pa.Table | pa.RecordBatch) -> str:
+    """SHA-256 of the logical content of ``table`` (one row group), independent of how the
+    columns are chunked in memory and of Parquet encoding details.
+
+    Each column contributes fixed streams (validity, value lengths with -1 for null, value
+    bytes), each hashed separately over all chunks, then the stream digests are hashed
+    together in schema order.
+    """
+    digest = hashlib.sha256()
+    for column in table.columns:
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        hashers: list[Any] = []
+        for chunk in chunks:
+            for i, part in enumerate(_canonical_streams(chunk)):
+                if i == len(hashers):
+                    hashers.append(hashlib.sha256())
+                hashers[i].update(part)
+        for hasher in hashers:
+            digest.update(hasher.digest())
+    return digest.hexdigest()
+
+
+def combine_checksums(row_group_checksums: list[str] | tuple[str, ...]) -> str:
+    digest = hashlib.sha256()
+    for checksum in row_group_checksums:
+        digest.update(bytes.fromhex(checksum))
+    return "sha256:" + digest.hexdigest()
+
+
+def _canonical_streams(array: pa.Array) -> list[Any]:
+    kind = array.type
+    validity = np.asarray(array.is_valid(), dtype=np.bool_).tobytes()
+    if pa.types.is_binary(kind) or pa.types.is_string(kind) or pa.types.is_large_binary(kind):
+        lengths = pc.binary_length(array).fill_null(-1).cast(pa.int64())
+        filled = array.fill_null(pa.scalar(b"" if not pa.types.is_string(kind) else "", kind))
+        return [lengths.to_numpy().tobytes(), _value_bytes(filled)]
+    if pa.types.is_list(kind):
+        lengths = pc.list_value_length(array).fill_null(-1).cast(pa.int64())
+        return [validity, lengths.to_numpy().tobytes(), *_canonical_streams(array.flatten())]
+    if pa.types.is_struct(kind):
+        parts = [validity]
+        for field in array.flatten():
+            parts.extend(_canonical_streams(field))
+        return parts
+    values = array.cast(pa.int64()).fill_null(0)
+    return [validity, values.to_numpy().tobytes()]
+
+
+def _value_bytes(array: pa.Array) -> memoryview | bytes:
+    """The concatenated value bytes of a null-free binary/string array, zero copy."""
+    buffers = array.buffers()
+    if len(array) == 0 or buffers[2] is None:
+        return b""
+    width = 8 if pa.types.is_large_binary(array.type) else 4
+    offsets = np.frombuffer(
+        buffers[1], dtype=np.int64 if width == 8 else np.int32, count=len(array) + 1,
+        offset=array.offset * width,
+    )
+    return memoryview(buffers[2])[int(offsets[0]) : int(offsets[-1])]
+
+
+# ---------------------------------------------------------------------------------------
+# Writing
+
+
+class SegmentWriter:
+    """Writes one segment to a binary sink, one row group at a time.
+
+    Call :meth:`write` with record batches in offset order, then :meth:`close`; the footer
+    is written last, so a sink that is abandoned before ``close`` never holds a file that
+    passes verification. Raises ``ValueError`` if records are out of order or outside the
+    covered range: a segment must never claim offsets it does not hold in order.
+    """
+
+    def __init__(
+        self,
+        sink: IO[bytes],
+        key: SegmentKey,
+        *,
+        row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+        row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
+        compression_level: int | None = None,
+    ) -> None:
+        self.key = key
+        self._sink = sink
+        self._row_group_bytes = row_group_bytes
+        self._row_group_rows = row_group_rows
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_bytes = 0
+        self._pending_rows = 0
+        self._checksums: list[str] = []
+        self._count = 0
+        self._first: int | None = None
+        self._last: int | None = None
+        self._closed = False
+        self._writer = pq.ParquetWriter(
+            sink,
+            SCHEMA,
+            compression="zstd",
+            compression_level=compression_level,
+            use_dictionary=["timestamp_type", "headers.list.element.key"],
+            write_page_checksum=True,
+            write_statistics=["offset", "timestamp"],
+        )
+
+    @property
+    def record_count(self) -> int:
+        return self._count
+
+    @property
+    def bytes_buffered(self) -> int:
+        return self._pending_bytes
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        if self._closed:
+            raise ValueError(f"segment {self.key} is already closed")
+        batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        for one in batches:
+            if one.num_rows == 0:
+                continue
+            if not one.schema.equals(SCHEMA):
+                one = pa.RecordBatch.from_arrays(one.columns, schema=SCHEMA)
+            self._check_offsets(one.column(0))
+            self._pending.append(one)
+            self._pending_bytes += one.nbytes
+            self._pending_rows += one.num_rows
+            if (
+                self._pending_bytes >= self._row_group_bytes
+                or self._pending_rows >= self._row_group_rows
+            ):
+                self._flush_row_group()
+
+    def _check_offsets(self, offsets: pa.Array) -> None:
+        values = offsets.to_numpy()
+        first, last = int(values[0]), int(values[-1])
+        previous = self._last if self._last is not None else self.key.start - 1
+        if first <= previous or last > self.key.end or np.any(np.diff(values) <= 0):
+            raise ValueError(
+                f"segment {self.key}: offsets must increase strictly within "
+                f"[{self.key.start}, {self.key.end}] (got {first}..{last} after {previous})"
+            )
+        if self._first is None:
+            self._first = first
+        self._last = last
+        self._count += len(values)
+
+    def _flush_row_group(self) -> None:
+        if not self._pending:
+            return
+        table = pa.Table.from_batches(self._pending, schema=SCHEMA)
+        self._checksums.append(content_checksum(table))
+        self._writer.write_table(table, row_group_size=table.num_rows)
+        self._pending = []
+        self._pending_bytes = 0
+        self._pending_rows = 0
+
+    def close(self) -> SegmentFooter:
+        """Write the last row group and the footer. Does not close the sink."""
+        if self._closed:
+            raise ValueError(f"segment {self.key} is already closed")
+        self._flush_row_group()
+        footer = SegmentFooter(
+            format_version=FORMAT_VERSION,
+            region=self.key.region,
+            topic=self.key.topic,
+            partition=self.key.partition,
+            level=self.key.level,
+            start_offset=self.key.start,
+            end_offset=self.key.end,
+            record_count=self._count,
+            first_record_offset=self._first,
+            last_record_offset=self._last,
+            created_at=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            writer_version=__version__,
+            checksum=combine_checksums(self._checksums),
+            row_group_checksums=tuple(self._checksums),
+        )
+        self._writer.add_key_value_metadata({FOOTER_KEY: footer.to_json()})
+        self._writer.close()
+        self._closed = True
+        return footer
+
+
+# ---------------------------------------------------------------------------------------
+# Reading
+
+
+class SegmentReader:
+    """Reads and verifies one segment from a random-access binary source.
+
+    Opening checks the footer against the key; :meth:`iter_tables` verifies each row
+    group's checksum before yielding it and the record count and file checksum at the end.
+    Any failure raises :class:`CorruptSegmentError` (unreadable) or
+    :class:`SegmentMismatchError` (readable but wrong), naming ``name``.
+    """
+
+    def __init__(self, source: Any, key: SegmentKey, name: str) -> None:
+        self.key = key
+        self.name = name
+        try:
+            self._file = pq.ParquetFile(source, page_checksum_verification=True)
+            metadata = self._file.metadata.metadata or {}
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptSegmentError(name, f"not a readable Parquet file ({exc})") from None
+        raw = metadata.get(FOOTER_KEY)
+        if raw is None:
+            raise SegmentMismatchError(name, "no replicator footer: not a segment file")
+        try:
+            self.footer = SegmentFooter.from_json(raw)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise SegmentMismatchError(name, f"unreadable footer ({exc})") from None
+        self._check_footer()
+
+    def _check_footer(self) -> None:
+        f, k = self.footer, self.key
+        if f.format_version > FORMAT_VERSION:
+            raise SegmentMismatchError(
+                self.name,
+                f"format version {f.format_version} is newer than this reader "
+                f"({FORMAT_VERSION}); upgrade the replicator",
+            )
+        expected = {
+            "region": k.region,
+            "topic": k.topic,
+            "partition": k.partition,
+            "level": k.level,
+            "start_offset": k.start,
+            "end_offset": k.end,
+        }
+        for field, want in expected.items():
+            got = getattr(f, field)
+            if got != want:
+                raise SegmentMismatchError(
+                    self.name, f"footer {field} is {got!r} but the key says {want!r}"
+                )
+        if f.record_count != self._file.metadata.num_rows:
+            raise SegmentMismatchError(
+                self.name,
+                f"footer record_count {f.record_count} but the file holds "
+                f"{self._file.metadata.num_rows} rows",
+            )
+        if len(f.row_group_checksums) != self._file.num_row_groups:
+            raise SegmentMismatchError(
+                self.name,
+                f"footer lists {len(f.row_group_checksums)} row-group checksums but the file "
+                f"has {self._file.num_row_groups} row groups",
+            )
+        if combine_checksums(f.row_group_checksums) != f.checksum:
+            raise SegmentMismatchError(self.name, "footer checksum does not match its row groups")
+
+    @property
+    def num_row_groups(self) -> int:
+        return int(self._file.num_row_groups)
+
+    def read_row_group(self, index: int) -> pa.Table:
+        """One verified row group."""
+        try:
+            table = self._file.read_row_group(index)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise CorruptSegmentError(self.name, f"row group {index} unreadable ({exc})") from None
+        if content_checksum(table) != self.footer.row_group_checksums[index]:
+            raise SegmentMismatchError(self.name, f"checksum mismatch in row group {index}")
+        return table
+
+    def iter_tables(self) -> Iterator[pa.Table]:
+        """Verified row groups in offset order."""
+        for index in range(self.num_row_groups):
+            yield self.read_row_group(index)
+
+    def read_all(self) -> pa.Table:
+        tables = list(self.iter_tables())
+        if not tables:
+            return SCHEMA.empty_table()
+        return pa.concat_tables(tables)
