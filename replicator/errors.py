@@ -66,5 +66,9 @@ class StorageError(ReplicatorError):
         super().__init__(f"{operation} {where} failed: {reason}")
 
 
+class BrokerError(ReplicatorError):
+    """A Kafka operation failed; the message names the cluster or topic and the attempt."""
+
+
 class StackError(ReplicatorError):
     """The local stack could not be started, checked or stopped."""

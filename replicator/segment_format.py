@@ -224,14 +224,26 @@ class SegmentWriter:
             if not one.schema.equals(SCHEMA):
                 one = pa.RecordBatch.from_arrays(one.columns, schema=SCHEMA)
             self._check_offsets(one.column(0))
-            self._pending.append(one)
-            self._pending_bytes += one.nbytes
-            self._pending_rows += one.num_rows
-            if (
-                self._pending_bytes >= self._row_group_bytes
-                or self._pending_rows >= self._row_group_rows
-            ):
-                self._flush_row_group()
+            # Slice at row-group boundaries so that no row group exceeds the limits,
+            # whatever the size of the batches handed in.
+            bytes_per_row = max(1.0, one.nbytes / one.num_rows)
+            position = 0
+            while position < one.num_rows:
+                room_rows = self._row_group_rows - self._pending_rows
+                room_bytes = self._row_group_bytes - self._pending_bytes
+                take = min(
+                    one.num_rows - position, room_rows, max(1, int(room_bytes / bytes_per_row))
+                )
+                piece = one.slice(position, take)
+                position += take
+                self._pending.append(piece)
+                self._pending_bytes += int(take * bytes_per_row)
+                self._pending_rows += take
+                if (
+                    self._pending_bytes >= self._row_group_bytes
+                    or self._pending_rows >= self._row_group_rows
+                ):
+                    self._flush_row_group()
 
     def _check_offsets(self, offsets: pa.Array) -> None:
         values = offsets.to_numpy()

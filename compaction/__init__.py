@@ -1,0 +1,1 @@
+"""Compaction: the Spark batch job that merges segments into higher levels."""

@@ -1,0 +1,85 @@
+"""librdkafka settings for a region's cluster, and small admin helpers.
+
+Every Kafka client the replicator opens (consumers, producers, admin clients, in any
+process) gets its settings from :func:`client_config`, so security settings in the config
+apply everywhere. Clients are created where they are used: they hold sockets and threads
+and cannot be pickled into Spark tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from replicator.config import KafkaConfig
+from replicator.errors import BrokerError
+
+_SECRET_WORDS = ("password", "secret", "token", "key.pem", "credentials")
+
+
+def client_config(kafka: KafkaConfig, **overrides: Any) -> dict[str, Any]:
+    """librdkafka properties for ``kafka``; ``overrides`` use librdkafka names with '_' for '.'.
+
+    Precedence, lowest first: the typed fields, the raw ``kafka.config`` table, overrides.
+    """
+    conf: dict[str, Any] = {
+        "bootstrap.servers": kafka.bootstrap_servers,
+        "security.protocol": kafka.security_protocol,
+    }
+    if kafka.sasl_mechanism:
+        conf["sasl.mechanism"] = kafka.sasl_mechanism
+    if kafka.sasl_username is not None:
+        conf["sasl.username"] = kafka.sasl_username
+    if kafka.sasl_password is not None:
+        conf["sasl.password"] = kafka.sasl_password.get_secret_value()
+    for field, prop in (
+        ("ssl_ca_location", "ssl.ca.location"),
+        ("ssl_certificate_location", "ssl.certificate.location"),
+        ("ssl_key_location", "ssl.key.location"),
+    ):
+        value = getattr(kafka, field)
+        if value is not None:
+            conf[prop] = value
+    conf.update(kafka.config)
+    conf.update({name.replace("_", "."): value for name, value in overrides.items()})
+    return conf
+
+
+def redacted(conf: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``conf`` safe to log: secret-looking values are masked."""
+    return {
+        k: "***" if any(word in k.lower() for word in _SECRET_WORDS) else v
+        for k, v in conf.items()
+    }
+
+
+def ensure_topic(
+    admin: AdminClient,
+    name: str,
+    partitions: int,
+    config: Mapping[str, str] | None = None,
+    timeout: float = 30.0,
+) -> bool:
+    """Create ``name`` unless it exists. Returns True if this call created it.
+
+    Safe when several processes race to create the same topic.
+    """
+    metadata = admin.list_topics(timeout=timeout)
+    if name in metadata.topics and metadata.topics[name].error is None:
+        return False
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, config=dict(config or {}))],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )
+    try:
+        futures[name].result(timeout=timeout)
+    except KafkaException as exc:
+        error = exc.args[0]
+        if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return False
+        raise BrokerError(f"cannot create topic {name!r}: {error.str()}") from None
+    return True

@@ -1,0 +1,80 @@
+"""boto3 clients for one region's bucket and queue, and translation of their failures into
+:class:`StorageError` with the bucket and key named.
+
+Clients are created where they are used (in each process, each Spark task): boto3 clients
+are not picklable and not meant to be shared across processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.config import Config as BotoConfig
+from botocore.exceptions import BotoCoreError, ClientError
+
+from replicator.config import Config
+from replicator.errors import StorageError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sqs import SQSClient
+
+
+class ObjectNotFoundError(StorageError):
+    """The key (or bucket) does not exist: e.g. a segment deleted by compaction."""
+
+
+_BOTO_CONFIG = BotoConfig(
+    retries={"max_attempts": 8, "mode": "standard"},
+    connect_timeout=5,
+    read_timeout=60,
+    # Plain addressing so that S3-compatible endpoints and the local stack work alike.
+    s3={"addressing_style": "path"},
+)
+
+
+def _session_kwargs(config: Config, region: str) -> dict[str, Any]:
+    s3 = config.s3
+    kwargs: dict[str, Any] = {
+        "region_name": config.region(region).aws_region or region,
+        "config": _BOTO_CONFIG,
+    }
+    if s3.endpoint_url:
+        kwargs["endpoint_url"] = s3.endpoint_url
+    if s3.access_key_id and s3.secret_access_key:
+        kwargs["aws_access_key_id"] = s3.access_key_id
+        kwargs["aws_secret_access_key"] = s3.secret_access_key.get_secret_value()
+    return kwargs
+
+
+def s3_client(config: Config, region: str) -> S3Client:
+    """A client for ``region``'s bucket."""
+    return boto3.session.Session().client("s3", **_session_kwargs(config, region))
+
+
+def sqs_client(config: Config, region: str) -> SQSClient:
+    """A client for ``region``'s notification queue."""
+    return boto3.session.Session().client("sqs", **_session_kwargs(config, region))
+
+
+_NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "404", "NotFound", "NoSuchUpload"}
+
+
+@contextmanager
+def s3_errors(operation: str, bucket: str, key: str | None = None) -> Iterator[None]:
+    """Re-raise botocore failures as :class:`StorageError` naming the operation and object."""
+    try:
+        yield
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", "unknown"))
+        message = str(error.get("Message") or code)
+        if code in _NOT_FOUND:
+            what = "bucket does not exist" if code == "NoSuchBucket" else "not found"
+            raise ObjectNotFoundError(operation, bucket, key, f"{what} ({code})") from exc
+        raise StorageError(operation, bucket, key, f"{code}: {message}") from exc
+    except BotoCoreError as exc:
+        raise StorageError(operation, bucket, key, str(exc)) from exc

@@ -1,0 +1,409 @@
+"""Segments in one region's bucket: streaming writes, verified reads, listings, deletes.
+
+Writes stream row groups straight to the final key with a multipart upload: the object
+appears only when the upload completes, so readers never see a partial segment, and there
+is no temp-key copy (single-request copies fail above 5 GB). Memory per writer is one row
+group plus one upload part. Rewriting a key (a replayed batch, a rerun merge) replaces the
+object atomically.
+
+Reads fetch byte ranges on demand, so a reader holds one row group at a time whatever the
+segment's size, and every row group is verified before use.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from replicator.config import Config
+from replicator.errors import SegmentKeyError, StorageError
+from replicator.s3 import s3_client, s3_errors
+from replicator.segment_format import (
+    DEFAULT_ROW_GROUP_BYTES,
+    SegmentFooter,
+    SegmentReader,
+    SegmentWriter,
+)
+from replicator.segment_key import (
+    SegmentKey,
+    parse_key,
+    partition_prefix,
+    topic_prefix,
+)
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StoredSegment:
+    """A segment as listed in the bucket."""
+
+    key: SegmentKey
+    s3_key: str
+    size: int
+    last_modified: datetime | None = None
+    etag: str | None = None
+
+
+class MultipartSink(io.RawIOBase):
+    """A write-only stream that uploads ``part_size`` parts as it fills.
+
+    Nothing is visible at ``key`` until :meth:`complete`; :meth:`abort` discards the
+    parts. A stream that never fills one part is sent as a single PUT at completion.
+    """
+
+    def __init__(
+        self,
+        client: S3Client,
+        bucket: str,
+        key: str,
+        part_size: int,
+        extra_args: dict[str, str],
+    ) -> None:
+        super().__init__()
+        self._client = client
+        self._bucket = bucket
+        self._key = key
+        self._part_size = part_size
+        self._extra = extra_args
+        self._buffer = bytearray()
+        self._parts: list[dict[str, Any]] = []
+        self._upload_id: str | None = None
+        self._written = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self._buffer += view
+        self._written += len(view)
+        while len(self._buffer) >= self._part_size:
+            self._upload_part(bytes(self._buffer[: self._part_size]))
+            del self._buffer[: self._part_size]
+        return len(view)
+
+    def tell(self) -> int:
+        return self._written
+
+    def _upload_part(self, body: bytes) -> None:
+        with s3_errors("multipart upload", self._bucket, self._key):
+            if self._upload_id is None:
+                response = self._client.create_multipart_upload(
+                    Bucket=self._bucket, Key=self._key, **self._extra  # type: ignore[arg-type]
+                )
+                self._upload_id = response["UploadId"]
+            number = len(self._parts) + 1
+            part = self._client.upload_part(
+                Bucket=self._bucket,
+                Key=self._key,
+                UploadId=self._upload_id,
+                PartNumber=number,
+                Body=body,
+            )
+        self._parts.append({"PartNumber": number, "ETag": part["ETag"]})
+
+    def complete(self) -> int:
+        """Make the object visible; returns its size in bytes."""
+        if self._upload_id is None:
+            with s3_errors("put", self._bucket, self._key):
+                self._client.put_object(
+                    Bucket=self._bucket,
+                    Key=self._key,
+                    Body=bytes(self._buffer),
+                    **self._extra,  # type: ignore[arg-type]
+                )
+        else:
+            if self._buffer:
+                self._upload_part(bytes(self._buffer))
+            with s3_errors("complete multipart upload", self._bucket, self._key):
+                self._client.complete_multipart_upload(
+                    Bucket=self._bucket,
+                    Key=self._key,
+                    UploadId=self._upload_id,
+                    MultipartUpload={"Parts": self._parts},  # type: ignore[typeddict-item]
+                )
+        self._buffer = bytearray()
+        return self._written
+
+    def abort(self) -> None:
+        """Discard uploaded parts; the bucket's lifecycle rule is the backstop if this fails."""
+        self._buffer = bytearray()
+        if self._upload_id is None:
+            return
+        try:
+            self._client.abort_multipart_upload(
+                Bucket=self._bucket, Key=self._key, UploadId=self._upload_id
+            )
+        except Exception as exc:  # the original failure matters more; the lifecycle rule cleans up
+            log.warning("could not abort multipart upload of s3://%s/%s: %s", self._bucket, self._key, exc)
+
+
+class RangedSource(io.RawIOBase):
+    """A read-only, seekable view of one S3 object that fetches byte ranges on demand.
+
+    Pinned to the ETag seen at open: if the object is replaced mid-read, reads fail
+    instead of mixing two versions.
+    """
+
+    def __init__(self, client: S3Client, bucket: str, key: str, size: int, etag: str | None) -> None:
+        super().__init__()
+        self._client = client
+        self._bucket = bucket
+        self._key = key
+        self._size = size
+        self._etag = etag
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        end = min(self._size, self._pos + len(view))
+        if end <= self._pos:
+            return 0
+        extra = {"IfMatch": self._etag} if self._etag else {}
+        with s3_errors("get", self._bucket, self._key):
+            body = self._client.get_object(
+                Bucket=self._bucket, Key=self._key, Range=f"bytes={self._pos}-{end - 1}", **extra
+            )["Body"]
+            data = body.read()
+        view[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
+class SegmentStore:
+    """Segments under ``prefix`` in one bucket. Create one per process or task."""
+
+    def __init__(
+        self,
+        client: S3Client,
+        bucket: str,
+        prefix: str,
+        *,
+        storage_class: str | None = None,
+        sse: str = "none",
+        sse_kms_key_id: str | None = None,
+        part_size: int = 16 * 1024**2,
+    ) -> None:
+        self.client = client
+        self.bucket = bucket
+        self.prefix = prefix
+        self.storage_class = storage_class
+        self.part_size = part_size
+        self._sse: dict[str, str] = {}
+        if sse == "SSE-S3":
+            self._sse["ServerSideEncryption"] = "AES256"
+        elif sse == "SSE-KMS":
+            self._sse["ServerSideEncryption"] = "aws:kms"
+            if sse_kms_key_id:
+                self._sse["SSEKMSKeyId"] = sse_kms_key_id
+        self._warned: set[str] = set()
+
+    @classmethod
+    def for_region(cls, config: Config, region: str) -> SegmentStore:
+        """The store of ``region``'s bucket with the deployment's S3 settings."""
+        s3 = config.s3
+        return cls(
+            s3_client(config, region),
+            config.region(region).bucket,
+            s3.prefix,
+            storage_class=s3.storage_class,
+            sse=s3.sse,
+            sse_kms_key_id=s3.sse_kms_key_id,
+            part_size=s3.multipart_part_size,
+        )
+
+    # -- writing --------------------------------------------------------------------------
+
+    def _write_args(self, storage_class: str | None) -> dict[str, str]:
+        args = dict(self._sse)
+        chosen = storage_class or self.storage_class
+        if chosen:
+            args["StorageClass"] = chosen
+        return args
+
+    @contextmanager
+    def writer(
+        self,
+        key: SegmentKey,
+        *,
+        storage_class: str | None = None,
+        row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+    ) -> Iterator[SegmentWriter]:
+        """Open a segment for writing; it becomes visible when the block exits cleanly.
+
+        On an exception the upload is aborted and nothing appears at the key (an earlier
+        object at the same key, if any, stays as it was).
+        """
+        s3_key = key.to_key(self.prefix)
+        sink = MultipartSink(
+            self.client, self.bucket, s3_key, self.part_size, self._write_args(storage_class)
+        )
+        try:
+            writer = SegmentWriter(sink, key, row_group_bytes=row_group_bytes)
+            yield writer
+            writer.close()
+            sink.complete()
+        except BaseException:
+            sink.abort()
+            raise
+
+    def write_segment(
+        self,
+        key: SegmentKey,
+        data: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch],
+        *,
+        storage_class: str | None = None,
+        row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+    ) -> StoredSegment:
+        """Write a whole segment and return it as listed."""
+        with self.writer(key, storage_class=storage_class, row_group_bytes=row_group_bytes) as w:
+            if isinstance(data, (pa.Table, pa.RecordBatch)):
+                w.write(data)
+            else:
+                for batch in data:
+                    w.write(batch)
+        return self.stat(key)
+
+    # -- reading --------------------------------------------------------------------------
+
+    def stat(self, key: SegmentKey) -> StoredSegment:
+        s3_key = key.to_key(self.prefix)
+        with s3_errors("head", self.bucket, s3_key):
+            head = self.client.head_object(Bucket=self.bucket, Key=s3_key)
+        return StoredSegment(
+            key, s3_key, head["ContentLength"], head.get("LastModified"), head.get("ETag")
+        )
+
+    def open(self, segment: StoredSegment | SegmentKey) -> SegmentReader:
+        """A verified reader; raises CorruptSegmentError / SegmentMismatchError naming the key."""
+        stored = segment if isinstance(segment, StoredSegment) else self.stat(segment)
+        source = RangedSource(self.client, self.bucket, stored.s3_key, stored.size, stored.etag)
+        buffered = io.BufferedReader(source, buffer_size=1024 * 1024)
+        return SegmentReader(buffered, stored.key, f"s3://{self.bucket}/{stored.s3_key}")
+
+    def read_segment(self, segment: StoredSegment | SegmentKey) -> pa.Table:
+        return self.open(segment).read_all()
+
+    def footer(self, segment: StoredSegment | SegmentKey) -> SegmentFooter:
+        return self.open(segment).footer
+
+    # -- listing --------------------------------------------------------------------------
+
+    def _list(self, prefix: str, delimiter: str | None = None) -> Iterator[dict[str, Any]]:
+        paginator = self.client.get_paginator("list_objects_v2")
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        if delimiter:
+            kwargs["Delimiter"] = delimiter
+        with s3_errors("list", self.bucket, prefix):
+            for page in paginator.paginate(**kwargs):
+                yield page
+
+    def list_segments(self, region: str, topic: str, partition: int) -> list[StoredSegment]:
+        """One partition's segments at every level, ordered by (start, level, end).
+
+        Keys under the partition that are not segment keys are skipped and logged once.
+        """
+        found: list[StoredSegment] = []
+        for page in self._list(partition_prefix(self.prefix, region, topic, partition)):
+            for item in page.get("Contents", []):
+                s3_key = item["Key"]
+                try:
+                    key = parse_key(s3_key, self.prefix)
+                except SegmentKeyError as exc:
+                    if s3_key not in self._warned:
+                        self._warned.add(s3_key)
+                        log.warning("ignoring object that is not a segment: %s", exc)
+                    continue
+                found.append(
+                    StoredSegment(
+                        key, s3_key, item["Size"], item.get("LastModified"), item.get("ETag")
+                    )
+                )
+        found.sort(key=lambda s: (s.key.start, s.key.level, s.key.end))
+        return found
+
+    def list_partitions(self, region: str, topic: str) -> list[int]:
+        head = topic_prefix(self.prefix, region, topic)
+        partitions = []
+        for page in self._list(head, delimiter="/"):
+            for common in page.get("CommonPrefixes", []):
+                name = common["Prefix"][len(head) :].rstrip("/")
+                if name.isdigit():
+                    partitions.append(int(name))
+        return sorted(partitions)
+
+    def list_topics(self, region: str) -> list[str]:
+        head = f"{self.prefix}/{region}/" if self.prefix else f"{region}/"
+        topics = []
+        for page in self._list(head, delimiter="/"):
+            for common in page.get("CommonPrefixes", []):
+                topics.append(common["Prefix"][len(head) :].rstrip("/"))
+        return sorted(topics)
+
+    # -- deleting and small objects -------------------------------------------------------
+
+    def delete_segments(self, keys: Iterable[SegmentKey]) -> int:
+        """Delete segments in batches; raises StorageError naming any key S3 refused."""
+        s3_keys = [k.to_key(self.prefix) for k in keys]
+        for i in range(0, len(s3_keys), 1000):
+            chunk = s3_keys[i : i + 1000]
+            with s3_errors("delete", self.bucket, chunk[0]):
+                response = self.client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True},
+                )
+            errors = response.get("Errors", [])
+            if errors:
+                first = errors[0]
+                raise StorageError(
+                    "delete",
+                    self.bucket,
+                    first.get("Key"),
+                    f"{first.get('Code')}: {first.get('Message')} ({len(errors)} keys failed)",
+                )
+        return len(s3_keys)
+
+    def put_json(self, s3_key: str, data: Any) -> None:
+        body = json.dumps(data, indent=2, sort_keys=True).encode()
+        with s3_errors("put", self.bucket, s3_key):
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=s3_key,
+                Body=body,
+                ContentType="application/json",
+                **self._sse,  # type: ignore[arg-type]
+            )
+
+    def get_json(self, s3_key: str) -> Any:
+        with s3_errors("get", self.bucket, s3_key):
+            body = self.client.get_object(Bucket=self.bucket, Key=s3_key)["Body"].read()
+        try:
+            return json.loads(body)
+        except ValueError as exc:
+            raise StorageError("parse", self.bucket, s3_key, f"not valid JSON: {exc}") from None

@@ -1,0 +1,200 @@
+from pathlib import Path
+
+import pytest
+
+from replicator.config import load_config, parse_config
+from replicator.errors import ConfigError
+from replicator.kafka_clients import client_config, redacted
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MINIMAL = """
+[regions.us-east-1]
+bucket = "bucket-east"
+kafka.bootstrap_servers = "127.0.0.1:19092"
+"""
+
+
+def parse(text: str, env: dict[str, str] | None = None):
+    return parse_config(text, "test.toml", env or {})
+
+
+def problems(text: str, env: dict[str, str] | None = None) -> list[tuple[str, str]]:
+    with pytest.raises(ConfigError) as info:
+        parse(text, env)
+    assert str(info.value).startswith("test.toml:")
+    return info.value.problems
+
+
+def test_example_config_loads_with_every_section():
+    config = load_config(ROOT / "config.example.toml")
+    assert config.s3.endpoint_url == "http://127.0.0.1:4566"
+    assert config.region("us-west-1").sqs_queue == "replicator-us-west-1-events"
+    topic = config.egress.topics["sensor.events"]
+    assert topic.max_segment_bytes == 100 * 1024**2
+    assert topic.max_segment_age == 300.0
+    assert topic.max_segment_messages == 1_000_000
+    source = config.ingress.sources[0]
+    assert (source.destination, source.lost_segment_timeout) == ("sensor.events.copy", 3600.0)
+    compaction = config.compaction.topics["sensor.events"]
+    assert compaction.min_segment_bytes == 1024**3
+    assert compaction.max_segment_bytes == 4 * 1024**3
+    assert config.compaction.schedule == "0 1 * * *"
+
+
+def test_config_is_frozen():
+    config = parse(MINIMAL)
+    with pytest.raises(Exception, match="frozen"):
+        config.s3.prefix = "other"  # type: ignore[misc]
+
+
+def test_unknown_key_is_named_with_its_path():
+    text = MINIMAL + '[egress]\nregion = "us-east-1"\n[egress.topics."a.b"]\nmax_segment_bites = 5\n'
+    assert problems(text) == [('egress.topics."a.b".max_segment_bites', "unknown key")]
+
+
+def test_wrong_type_is_named_with_its_path():
+    text = MINIMAL + "[compaction]\nregion = \"us-east-1\"\nparallelism = \"eight\"\n"
+    [(path, message)] = problems(text)
+    assert path == "compaction.parallelism"
+    assert "integer" in message
+
+
+def test_missing_region_reference_lists_known_regions():
+    text = MINIMAL + '[egress]\nregion = "eu-west-9"\n'
+    assert problems(text) == [
+        ("egress.region", "region 'eu-west-9' is not defined under [regions] (us-east-1)")
+    ]
+
+
+def test_missing_required_key():
+    text = '[regions.us-east-1]\nkafka.bootstrap_servers = "x:1"\n'
+    assert problems(text) == [("regions.us-east-1.bucket", "missing required key")]
+
+
+def test_negative_size_is_rejected():
+    text = MINIMAL + '[egress]\nregion = "us-east-1"\n[egress.topics.t]\nmax_segment_bytes = "-1MiB"\n'
+    [(path, message)] = problems(text)
+    assert path == "egress.topics.t.max_segment_bytes"
+    assert "negative size '-1MiB'" in message
+
+
+def test_unparseable_duration_is_rejected():
+    text = MINIMAL + '[egress]\nregion = "us-east-1"\n[egress.topics.t]\nmax_segment_age = "5 minutes"\n'
+    [(path, message)] = problems(text)
+    assert path == "egress.topics.t.max_segment_age"
+    assert "unparseable duration '5 minutes'" in message
+
+
+def test_invalid_cron_schedule_is_rejected():
+    text = MINIMAL + '[compaction]\nregion = "us-east-1"\nschedule = "every night"\n'
+    [(path, message)] = problems(text)
+    assert path == "compaction.schedule"
+    assert "invalid cron schedule" in message
+
+
+def test_invalid_topic_name_is_rejected():
+    text = MINIMAL + '[egress]\nregion = "us-east-1"\n[egress.topics."bad/topic"]\n'
+    [(path, message)] = problems(text)
+    assert path.startswith("egress.topics")
+    assert "invalid Kafka topic name 'bad/topic'" in message
+
+
+def test_ingress_region_needs_a_queue():
+    text = MINIMAL + '[ingress]\nregion = "us-east-1"\n'
+    assert problems(text) == [
+        (
+            "regions.us-east-1.sqs_queue",
+            "ingress runs in this region and needs its bucket's notification queue",
+        )
+    ]
+
+
+def test_every_problem_is_reported_at_once():
+    text = MINIMAL + '[egress]\nregion = "nowhere"\ncolour = 1\n[compaction]\nregion = "x"\nparallelism = 0\n'
+    paths = sorted(path for path, _ in problems(text))
+    assert paths == ["compaction.parallelism", "egress.colour"]
+
+
+def test_toml_syntax_error_names_the_file():
+    with pytest.raises(ConfigError, match=r"test\.toml: not valid TOML"):
+        parse("[regions\n")
+
+
+def test_missing_file_names_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="nope.toml: file not found"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_env_references_are_expanded():
+    text = MINIMAL.replace('"bucket-east"', '"${BUCKET}"')
+    assert parse(text, {"BUCKET": "from-env"}).region("us-east-1").bucket == "from-env"
+
+
+def test_missing_env_variable_is_named_with_its_key_path():
+    text = MINIMAL.replace('"bucket-east"', '"${NO_SUCH_VAR}"')
+    assert problems(text) == [
+        ("regions.us-east-1.bucket", "environment variable NO_SUCH_VAR is not set")
+    ]
+
+
+SASL = """
+[regions.us-east-1]
+bucket = "bucket-east"
+kafka.bootstrap_servers = "broker:9096"
+kafka.security_protocol = "SASL_SSL"
+kafka.sasl_mechanism = "SCRAM-SHA-512"
+kafka.sasl_username = "replicator"
+kafka.sasl_password = "${KAFKA_PASSWORD}"
+kafka.ssl_ca_location = "/etc/ca.pem"
+kafka.config = { "client.id" = "repl", "socket.keepalive.enable" = true }
+"""
+
+
+def test_secrets_are_never_shown_in_reprs_or_logged_config():
+    config = parse(SASL, {"KAFKA_PASSWORD": "hunter2-secret"})
+    kafka = config.region("us-east-1").kafka
+    assert "hunter2-secret" not in repr(config)
+    assert "hunter2-secret" not in str(config)
+    conf = client_config(kafka)
+    assert conf["sasl.password"] == "hunter2-secret"
+    assert "hunter2-secret" not in repr(redacted(conf))
+
+
+def test_security_settings_and_raw_config_reach_the_client():
+    kafka = parse(SASL, {"KAFKA_PASSWORD": "pw"}).region("us-east-1").kafka
+    conf = client_config(kafka, group_id="g")
+    assert conf["security.protocol"] == "SASL_SSL"
+    assert conf["sasl.mechanism"] == "SCRAM-SHA-512"
+    assert conf["sasl.username"] == "replicator"
+    assert conf["ssl.ca.location"] == "/etc/ca.pem"
+    assert conf["client.id"] == "repl"
+    assert conf["socket.keepalive.enable"] is True
+    assert conf["group.id"] == "g"
+
+
+def test_secret_value_does_not_leak_into_validation_errors():
+    text = SASL.replace('kafka.sasl_mechanism = "SCRAM-SHA-512"\n', "")
+    with pytest.raises(ConfigError) as info:
+        parse(text, {"KAFKA_PASSWORD": "hunter2-secret"})
+    assert "needs sasl_mechanism" in str(info.value)
+    assert "hunter2-secret" not in str(info.value)
+
+
+def test_sasl_without_credentials_is_rejected():
+    text = SASL.replace('kafka.sasl_password = "${KAFKA_PASSWORD}"\n', "")
+    [(path, message)] = problems(text)
+    assert path == "regions.us-east-1.kafka"
+    assert "needs sasl_username and sasl_password" in message
+
+
+def test_sse_kms_needs_a_key_id():
+    [(path, message)] = problems('[s3]\nsse = "SSE-KMS"\n' + MINIMAL)
+    assert path == "s3"
+    assert "sse_kms_key_id" in message
+
+
+def test_part_size_below_the_s3_minimum_is_rejected():
+    [(path, message)] = problems('[s3]\nmultipart_part_size = "1MiB"\n' + MINIMAL)
+    assert path == "s3"
+    assert "between 5MiB and 5GiB" in message

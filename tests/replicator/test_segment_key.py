@@ -1,0 +1,83 @@
+import pytest
+
+from replicator.errors import SegmentKeyError
+from replicator.segment_key import (
+    MAX_OFFSET,
+    SegmentKey,
+    parse_key,
+    partition_prefix,
+    topic_descriptor_key,
+)
+
+
+def test_key_layout_pads_offsets_to_twenty_digits():
+    key = SegmentKey("us-east-1", "sensor.events", 3, 0, 0, 41)
+    assert key.to_key("data") == (
+        "data/us-east-1/sensor.events/3/0/00000000000000000000-00000000000000000041"
+    )
+
+
+def test_max_offset_round_trips():
+    key = SegmentKey("r", "t", 0, 2, MAX_OFFSET, MAX_OFFSET)
+    text = key.to_key("p")
+    assert text.endswith("09223372036854775807-09223372036854775807")
+    assert parse_key(text, "p") == key
+
+
+@pytest.mark.parametrize("topic", ["a.b.c", "with-dash", "with_underscore", "MiXeD.09_-x"])
+def test_topic_names_with_dots_dashes_underscores_round_trip(topic):
+    key = SegmentKey("eu-west-1", topic, 11, 1, 100, 199)
+    assert parse_key(key.to_key("data"), "data") == key
+
+
+@pytest.mark.parametrize("prefix", ["data", "a/b/c", ""])
+def test_prefixes_with_slashes_or_empty_round_trip(prefix):
+    key = SegmentKey("r1", "t", 0, 0, 5, 5)
+    assert parse_key(key.to_key(prefix), prefix) == key
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        ("other/r/t/0/0/00000000000000000000-00000000000000000001", "not under prefix"),
+        ("data/r/t/0/00000000000000000000-00000000000000000001", "does not have the form"),
+        ("data/r/t/x/0/00000000000000000000-00000000000000000001", "partition 'x'"),
+        ("data/r/t/01/0/00000000000000000000-00000000000000000001", "partition '01'"),
+        ("data/r/t/0/L/00000000000000000000-00000000000000000001", "level 'L'"),
+        ("data/r/t/0/0/0-1", "two 20-digit offsets"),
+        ("data/r/t/0/0/00000000000000000000-00000000000000000001.tmp", "two 20-digit"),
+        ("data/r/t/_topic.json", "does not have the form"),
+        ("data/r/t/0/0/00000000000000000009-00000000000000000001", "invalid covered range"),
+        ("data/r/t/0/0/99999999999999999999-99999999999999999999", "invalid covered range"),
+    ],
+)
+def test_malformed_keys_are_rejected_with_a_reason(key, reason):
+    with pytest.raises(SegmentKeyError, match=reason):
+        parse_key(key, "data")
+
+
+def test_invalid_fields_are_rejected():
+    with pytest.raises(SegmentKeyError, match="invalid Kafka topic name"):
+        SegmentKey("r", "a/b", 0, 0, 0, 0)
+    with pytest.raises(SegmentKeyError, match="negative partition"):
+        SegmentKey("r", "t", -1, 0, 0, 0)
+    with pytest.raises(SegmentKeyError, match="invalid covered range"):
+        SegmentKey("r", "t", 0, 0, -1, 0)
+
+
+def test_covered_range_helpers():
+    key = SegmentKey("r", "t", 0, 0, 10, 19)
+    assert key.offset_count == 10
+    assert key.covers(10) and key.covers(19)
+    assert not key.covers(9) and not key.covers(20)
+
+
+def test_lexicographic_order_of_keys_is_offset_order():
+    keys = [SegmentKey("r", "t", 0, 0, s, s + 9) for s in (0, 10, 100, 1000, 10**12)]
+    texts = [k.to_key("data") for k in keys]
+    assert sorted(texts) == texts
+
+
+def test_prefix_helpers():
+    assert partition_prefix("data", "r", "t.x", 4) == "data/r/t.x/4/"
+    assert topic_descriptor_key("data", "r", "t.x") == "data/r/t.x/_topic.json"
