@@ -17,8 +17,7 @@ import argparse
 import logging
 import signal
 import threading
-import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import boto3
 from botocore.config import Config as BotoConfig
@@ -50,7 +49,7 @@ class BucketReplicator:
                 seen.add(key)
                 if self._copied.get(key) == etag:
                     continue
-                self._copy(key, item)
+                self._copy(key, item.get("StorageClass"))
                 self._copied[key] = etag
                 copied += 1
         # Forget deleted keys so that a re-created key is copied again.
@@ -58,17 +57,19 @@ class BucketReplicator:
             del self._copied[key]
         return copied
 
-    def _copy(self, key: str, item: dict[str, Any]) -> None:
+    def _copy(self, key: str, storage_class: str | None) -> None:
         # The managed copy switches to multipart copy for large objects, as CRR handles
         # objects of any size.
-        extra = {"StorageClass": item["StorageClass"]} if item.get("StorageClass") else None
+        extra = {"StorageClass": storage_class} if storage_class else None
         self.client.copy(
             {"Bucket": self.source, "Key": key}, self.destination, key, ExtraArgs=extra
         )
         log.debug("replicated s3://%s/%s -> s3://%s/%s", self.source, key, self.destination, key)
 
 
-def run(client: S3Client, pairs: list[tuple[str, str]], interval: float, stop: threading.Event) -> None:
+def run(
+    client: S3Client, pairs: list[tuple[str, str]], interval: float, stop: threading.Event
+) -> None:
     replicators = [BucketReplicator(client, src, dst) for src, dst in pairs]
     log.info("replicating %s every %.1fs", ", ".join(f"{s} -> {d}" for s, d in pairs), interval)
     while not stop.is_set():
@@ -76,12 +77,20 @@ def run(client: S3Client, pairs: list[tuple[str, str]], interval: float, stop: t
             try:
                 count = replicator.sync_once()
             except (ClientError, BotoCoreError) as exc:
-                log.warning("replication pass %s -> %s failed, will retry: %s",
-                            replicator.source, replicator.destination, exc)
+                log.warning(
+                    "replication pass %s -> %s failed, will retry: %s",
+                    replicator.source,
+                    replicator.destination,
+                    exc,
+                )
                 continue
             if count:
-                log.info("replicated %d objects %s -> %s", count, replicator.source,
-                         replicator.destination)
+                log.info(
+                    "replicated %d objects %s -> %s",
+                    count,
+                    replicator.source,
+                    replicator.destination,
+                )
         stop.wait(interval)
 
 

@@ -19,6 +19,7 @@ S3 replication stand-in, all derived from a deployment config.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -137,15 +138,30 @@ class StackSpec:
             services.append(
                 Service(
                     f"kafka-{region}",
-                    (tansu, "broker", "--listener-url", url, "--advertised-listener-url", url,
-                     "--storage-engine", "memory://tansu/"),
+                    (
+                        tansu,
+                        "broker",
+                        "--listener-url",
+                        url,
+                        "--advertised-listener-url",
+                        url,
+                        "--storage-engine",
+                        "memory://tansu/",
+                    ),
                     host,
                     port,
                 )
             )
         if self.replication:
-            argv = [sys.executable, "-m", "infra.replication", "--endpoint", self.s3_endpoint,
-                    "--region", self.aws_region]
+            argv = [
+                sys.executable,
+                "-m",
+                "infra.replication",
+                "--endpoint",
+                self.s3_endpoint,
+                "--region",
+                self.aws_region,
+            ]
             for source, destination in self.replication:
                 argv += ["--pair", f"{source}={destination}"]
             services.append(
@@ -322,8 +338,7 @@ class Stack:
         while True:
             if not self.state(service).running:
                 raise StackError(
-                    f"{service.name} exited during startup; last log lines:\n"
-                    + self._tail(service)
+                    f"{service.name} exited during startup; last log lines:\n" + self._tail(service)
                 )
             if ready():
                 return
@@ -407,10 +422,8 @@ def _terminate(pid: int, timeout: float) -> None:
 
 
 def _reap(pid: int) -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
 
 
 def _kafka_ready(service: Service) -> bool:
@@ -454,9 +467,9 @@ def connect_bucket_to_queue(s3: S3Client, sqs: SQSClient, bucket: str, queue: st
     """Create ``queue`` (with a dead-letter queue) and send ``bucket``'s object-created and
     object-removed notifications to it. Returns the queue URL."""
     dlq_url = sqs.create_queue(QueueName=queue + DLQ_SUFFIX)["QueueUrl"]
-    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])[
-        "Attributes"
-    ]["QueueArn"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
     queue_url = sqs.create_queue(QueueName=queue)["QueueUrl"]
     sqs.set_queue_attributes(
         QueueUrl=queue_url,

@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument(
-        "--log-level", default=os.environ.get("REPLICATOR_LOG_LEVEL", "INFO"),
+        "--log-level",
+        default=os.environ.get("REPLICATOR_LOG_LEVEL", "INFO"),
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -65,11 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     stack.add_argument("action", choices=["up", "down", "status"])
     stack.add_argument(
-        "--config", default=DEFAULT_STACK_CONFIG,
+        "--config",
+        default=DEFAULT_STACK_CONFIG,
         help=f"deployment config whose regions the stack serves (default {DEFAULT_STACK_CONFIG})",
     )
     stack.add_argument(
-        "--state-dir", default=DEFAULT_STACK_DIR,
+        "--state-dir",
+        default=DEFAULT_STACK_DIR,
         help=f"pid files and logs (default {DEFAULT_STACK_DIR})",
     )
     stack.set_defaults(handler=_stack)

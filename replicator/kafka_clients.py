@@ -51,8 +51,7 @@ def client_config(kafka: KafkaConfig, **overrides: Any) -> dict[str, Any]:
 def redacted(conf: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``conf`` safe to log: secret-looking values are masked."""
     return {
-        k: "***" if any(word in k.lower() for word in _SECRET_WORDS) else v
-        for k, v in conf.items()
+        k: "***" if any(word in k.lower() for word in _SECRET_WORDS) else v for k, v in conf.items()
     }
 
 

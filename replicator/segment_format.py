@@ -20,6 +20,7 @@ S3 multipart sinks and ranged-read sources. Memory is bounded by one row group.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 from collections.abc import Iterator
@@ -156,7 +157,9 @@ def _value_bytes(array: pa.Array) -> memoryview | bytes:
         return b""
     width = 8 if pa.types.is_large_binary(array.type) else 4
     offsets = np.frombuffer(
-        buffers[1], dtype=np.int64 if width == 8 else np.int32, count=len(array) + 1,
+        buffers[1],
+        dtype=np.int64 if width == 8 else np.int32,
+        count=len(array) + 1,
         offset=array.offset * width,
     )
     return memoryview(buffers[2])[int(offsets[0]) : int(offsets[-1])]
@@ -177,7 +180,7 @@ class SegmentWriter:
 
     def __init__(
         self,
-        sink: IO[bytes],
+        sink: IO[bytes] | io.RawIOBase,
         key: SegmentKey,
         *,
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,

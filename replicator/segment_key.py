@@ -79,7 +79,8 @@ class SegmentKey:
         return self.start <= offset <= self.end
 
     def to_key(self, prefix: str) -> str:
-        return f"{partition_prefix(prefix, self.region, self.topic, self.partition)}{self.level}/{self.start:020d}-{self.end:020d}"
+        head = partition_prefix(prefix, self.region, self.topic, self.partition)
+        return f"{head}{self.level}/{self.start:020d}-{self.end:020d}"
 
     def __str__(self) -> str:
         return (

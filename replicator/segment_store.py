@@ -41,6 +41,7 @@ from replicator.segment_key import (
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ListObjectsV2OutputTypeDef
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,9 @@ class MultipartSink(io.RawIOBase):
         with s3_errors("multipart upload", self._bucket, self._key):
             if self._upload_id is None:
                 response = self._client.create_multipart_upload(
-                    Bucket=self._bucket, Key=self._key, **self._extra  # type: ignore[arg-type]
+                    Bucket=self._bucket,
+                    Key=self._key,
+                    **self._extra,  # type: ignore[arg-type]
                 )
                 self._upload_id = response["UploadId"]
             number = len(self._parts) + 1
@@ -147,7 +150,9 @@ class MultipartSink(io.RawIOBase):
                 Bucket=self._bucket, Key=self._key, UploadId=self._upload_id
             )
         except Exception as exc:  # the original failure matters more; the lifecycle rule cleans up
-            log.warning("could not abort multipart upload of s3://%s/%s: %s", self._bucket, self._key, exc)
+            log.warning(
+                "could not abort multipart upload of s3://%s/%s: %s", self._bucket, self._key, exc
+            )
 
 
 class RangedSource(io.RawIOBase):
@@ -157,7 +162,7 @@ class RangedSource(io.RawIOBase):
     instead of mixing two versions.
     """
 
-    def __init__(self, client: S3Client, bucket: str, key: str, size: int, etag: str | None) -> None:
+    def __init__(self, client: S3Client, bucket: str, key: str, size: int, etag: str) -> None:
         super().__init__()
         self._client = client
         self._bucket = bucket
@@ -185,10 +190,12 @@ class RangedSource(io.RawIOBase):
         end = min(self._size, self._pos + len(view))
         if end <= self._pos:
             return 0
-        extra = {"IfMatch": self._etag} if self._etag else {}
         with s3_errors("get", self._bucket, self._key):
             body = self._client.get_object(
-                Bucket=self._bucket, Key=self._key, Range=f"bytes={self._pos}-{end - 1}", **extra
+                Bucket=self._bucket,
+                Key=self._key,
+                Range=f"bytes={self._pos}-{end - 1}",
+                IfMatch=self._etag,
             )["Body"]
             data = body.read()
         view[: len(data)] = data
@@ -303,6 +310,9 @@ class SegmentStore:
     def open(self, segment: StoredSegment | SegmentKey) -> SegmentReader:
         """A verified reader; raises CorruptSegmentError / SegmentMismatchError naming the key."""
         stored = segment if isinstance(segment, StoredSegment) else self.stat(segment)
+        if stored.etag is None:
+            stored = self.stat(stored.key)
+        assert stored.etag is not None, "S3 returns an ETag for every object"
         source = RangedSource(self.client, self.bucket, stored.s3_key, stored.size, stored.etag)
         buffered = io.BufferedReader(source, buffer_size=1024 * 1024)
         return SegmentReader(buffered, stored.key, f"s3://{self.bucket}/{stored.s3_key}")
@@ -315,14 +325,15 @@ class SegmentStore:
 
     # -- listing --------------------------------------------------------------------------
 
-    def _list(self, prefix: str, delimiter: str | None = None) -> Iterator[dict[str, Any]]:
+    def _list(
+        self, prefix: str, delimiter: str | None = None
+    ) -> Iterator[ListObjectsV2OutputTypeDef]:
         paginator = self.client.get_paginator("list_objects_v2")
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
         if delimiter:
             kwargs["Delimiter"] = delimiter
         with s3_errors("list", self.bucket, prefix):
-            for page in paginator.paginate(**kwargs):
-                yield page
+            yield from paginator.paginate(**kwargs)
 
     def list_segments(self, region: str, topic: str, partition: int) -> list[StoredSegment]:
         """One partition's segments at every level, ordered by (start, level, end).

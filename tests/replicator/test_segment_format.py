@@ -50,10 +50,16 @@ def test_null_and_empty_stay_different():
 def test_headers_keep_order_duplicates_nulls_and_unicode_keys():
     table = read(write(KEY, to_batch(every_shape(100)))[0])
     headers = table.column("headers").to_pylist()
-    assert headers[6] == [{"key": "h", "value": b"1"}, {"key": "h", "value": b"2"},
-                          {"key": "h", "value": b"1"}]
-    assert headers[7] == [{"key": "n", "value": None}, {"key": "e", "value": b""},
-                          {"key": "n", "value": None}]
+    assert headers[6] == [
+        {"key": "h", "value": b"1"},
+        {"key": "h", "value": b"2"},
+        {"key": "h", "value": b"1"},
+    ]
+    assert headers[7] == [
+        {"key": "n", "value": None},
+        {"key": "e", "value": b""},
+        {"key": "n", "value": None},
+    ]
     assert headers[8] == [{"key": "ключ-🔑", "value": b"\x00\xff"}]
 
 
@@ -70,7 +76,11 @@ def test_footer_describes_the_segment():
     stored = SegmentFooter.from_json(meta.metadata[FOOTER_KEY])
     assert stored == footer
     assert (stored.region, stored.topic, stored.partition, stored.level) == (
-        "us-east-1", "sensor.events", 2, 0)
+        "us-east-1",
+        "sensor.events",
+        2,
+        0,
+    )
     assert (stored.start_offset, stored.end_offset, stored.record_count) == (100, 199, 10)
     assert stored.checksum.startswith("sha256:")
     assert stored.format_version == 1 and stored.writer_version and stored.created_at
@@ -91,7 +101,7 @@ def test_small_row_groups_split_the_file_and_still_verify():
 
 
 def test_row_groups_are_bounded_by_bytes_whatever_the_batch_size():
-    data, footer = write(KEY, plain(100, start=100, value_size=1000), row_group_bytes=20_000)
+    data, _ = write(KEY, plain(100, start=100, value_size=1000), row_group_bytes=20_000)
     parquet = pq.ParquetFile(io.BytesIO(data))
     rows = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
     assert sum(rows) == 100 and max(rows) <= 20

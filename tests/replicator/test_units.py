@@ -24,8 +24,15 @@ def test_parse_duration_rejects_negative():
 
 @pytest.mark.parametrize(
     ("text", "size"),
-    [("1B", 1), ("64KiB", 65536), ("100MiB", 104857600), ("4GiB", 4 * 1024**3),
-     ("1KB", 1000), ("1.5KiB", 1536), (4096, 4096)],
+    [
+        ("1B", 1),
+        ("64KiB", 65536),
+        ("100MiB", 104857600),
+        ("4GiB", 4 * 1024**3),
+        ("1KB", 1000),
+        ("1.5KiB", 1536),
+        (4096, 4096),
+    ],
 )
 def test_parse_size_accepts_binary_and_decimal_units_and_plain_bytes(text, size):
     assert parse_size(text) == size

@@ -1,0 +1,5 @@
+"""``python -m replicator`` is the ``replicator`` command."""
+
+from replicator.cli import main
+
+main()
