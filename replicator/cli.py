@@ -48,6 +48,21 @@ def _stack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _require(config: Config, section: str, path: str) -> None:
+    if getattr(config, section) is None:
+        raise ConfigError(path, [(section, f"missing [{section}] section")])
+
+
+def _egress(args: argparse.Namespace) -> int:
+    from egress.job import run_egress
+
+    config = _load(args)
+    _require(config, "egress", args.config)
+    result = run_egress(config, stop_at_end=args.stop_at_end, master=args.master)
+    print(f"egress done: {result.batches} batches, {result.records} records read")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="replicator",
@@ -76,6 +91,18 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"pid files and logs (default {DEFAULT_STACK_DIR})",
     )
     stack.set_defaults(handler=_stack)
+
+    egress = commands.add_parser(
+        "egress", help="stream the [egress] region's topics to level-0 segments (Spark)"
+    )
+    egress.add_argument("--config", required=True, help="deployment config (TOML)")
+    egress.add_argument(
+        "--stop-at-end",
+        action="store_true",
+        help="export everything up to the log ends seen at start, then exit",
+    )
+    egress.add_argument("--master", help="Spark master URL (default local[*])")
+    egress.set_defaults(handler=_egress)
     return parser
 
 

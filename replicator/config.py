@@ -156,17 +156,60 @@ class S3Config(_Model):
 
 
 class EgressTopicConfig(_Model):
-    """When a level-0 segment of this topic closes; whichever limit is reached first."""
+    """When a level-0 segment of a topic closes; whichever limit is reached first.
+
+    ``max_segment_bytes`` counts record bytes (key + value + header keys and values), not
+    the compressed file size.
+    """
 
     max_segment_messages: PositiveInt = 1_000_000
-    max_segment_bytes: Size = 100 * 1024**2
+    max_segment_bytes: Annotated[int, BeforeValidator(_size), Field(gt=0)] = 100 * 1024**2
     max_segment_age: Duration = 300.0
+
+
+class EgressTopicOverrides(_Model):
+    """A topic's table under ``[egress.topics]``: what it sets overrides ``[egress.defaults]``."""
+
+    max_segment_messages: PositiveInt | None = None
+    max_segment_bytes: Annotated[int, BeforeValidator(_size), Field(gt=0)] | None = None
+    max_segment_age: Duration | None = None
+
+
+def _regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+    return value
 
 
 class EgressConfig(_Model):
     region: RegionName
     checkpoint_location: str = ".replicator/egress-checkpoint"
-    topics: dict[TopicName, EgressTopicConfig] = Field(default_factory=dict)
+    """Spark's checkpoint directory (local, or a Hadoop-compatible file system)."""
+    state_dir: str = ".replicator/egress-state"
+    """Driver-local statistics shared by the driver's processes (metrics, size estimates)."""
+    topics: dict[TopicName, EgressTopicOverrides] = Field(default_factory=dict)
+    topic_pattern: Annotated[str, AfterValidator(_regex)] | None = None
+    """Topics whose whole name matches are exported too, with the defaults' thresholds."""
+    defaults: EgressTopicConfig = Field(default_factory=EgressTopicConfig)
+    group_id: str = Field(default="replicator-egress", min_length=1)
+    """Consumer group whose committed offsets show egress progress to standard lag tools."""
+    start_from: Literal["earliest", "latest"] = "earliest"
+    """Where a partition with no committed offset and no exported segment starts."""
+    on_data_loss: Literal["fail", "skip"] = "fail"
+    isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
+    trigger_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 1.0
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    descriptor_interval: Duration = 60.0
+    """How often topic descriptors (_topic.json) are checked for changes."""
+
+    def thresholds(self, topic: str) -> EgressTopicConfig:
+        """The segment limits for ``topic``: its own table over ``[egress.defaults]``."""
+        overrides = self.topics.get(topic)
+        if overrides is None:
+            return self.defaults
+        return self.defaults.model_copy(update=overrides.model_dump(exclude_none=True))
 
 
 class IngressSource(_Model):

@@ -70,5 +70,17 @@ class BrokerError(ReplicatorError):
     """A Kafka operation failed; the message names the cluster or topic and the attempt."""
 
 
+class DataLossError(ReplicatorError):
+    """Offsets of a source partition can no longer be exported (retention outran egress,
+    or the topic was re-created); names the topic, partition and offset range."""
+
+    def __init__(self, topic: str, partition: int, first: int, last: int, detail: str) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.first = first
+        self.last = last
+        super().__init__(detail)
+
+
 class StackError(ReplicatorError):
     """The local stack could not be started, checked or stopped."""

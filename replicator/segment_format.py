@@ -24,7 +24,7 @@ import io
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -272,10 +272,25 @@ class SegmentWriter:
         self._pending_bytes = 0
         self._pending_rows = 0
 
-    def close(self) -> SegmentFooter:
-        """Write the last row group and the footer. Does not close the sink."""
+    @property
+    def last_offset(self) -> int | None:
+        return self._last
+
+    def close(self, end: int | None = None) -> SegmentFooter:
+        """Write the last row group and the footer. Does not close the sink.
+
+        ``end`` narrows the covered range (a writer that decides where a segment ends only
+        once it has seen the records); it must not leave written records outside it.
+        """
         if self._closed:
             raise ValueError(f"segment {self.key} is already closed")
+        if end is not None:
+            lowest = self.key.start if self._last is None else self._last
+            if not lowest <= end <= self.key.end:
+                raise ValueError(
+                    f"segment {self.key}: cannot end at {end} (records up to {self._last})"
+                )
+            self.key = replace(self.key, end=end)
         self._flush_row_group()
         footer = SegmentFooter(
             format_version=FORMAT_VERSION,

@@ -15,6 +15,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -203,6 +205,52 @@ class RangedSource(io.RawIOBase):
         return len(data)
 
 
+class SpooledSegment:
+    """A segment whose end offset is decided when it closes.
+
+    Row groups are spooled (in memory up to one upload part, then in a temporary file) and
+    uploaded to the final key by :meth:`close`, once the key is known. Memory stays bounded
+    by one row group plus one part; the object appears at its key only when complete.
+    """
+
+    def __init__(
+        self,
+        store: SegmentStore,
+        key: SegmentKey,
+        *,
+        storage_class: str | None = None,
+        row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+    ) -> None:
+        self._store = store
+        self._storage_class = storage_class
+        self._spool = tempfile.SpooledTemporaryFile(max_size=store.part_size)  # noqa: SIM115
+        self.writer = SegmentWriter(self._spool, key, row_group_bytes=row_group_bytes)
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        self.writer.write(batch)
+
+    def close(self, end: int | None = None) -> tuple[StoredSegment, SegmentFooter]:
+        """Finish the file with covered end ``end`` and upload it; returns what was stored."""
+        try:
+            footer = self.writer.close(end)
+            key = self.writer.key
+            s3_key = key.to_key(self._store.prefix)
+            sink = self._store.sink(s3_key, self._storage_class)
+            self._spool.seek(0)
+            try:
+                shutil.copyfileobj(self._spool, sink, self._store.part_size)
+                size = sink.complete()
+            except BaseException:
+                sink.abort()
+                raise
+        finally:
+            self._spool.close()
+        return StoredSegment(key, s3_key, size), footer
+
+    def abort(self) -> None:
+        self._spool.close()
+
+
 class SegmentStore:
     """Segments under ``prefix`` in one bucket. Create one per process or task."""
 
@@ -254,6 +302,24 @@ class SegmentStore:
             args["StorageClass"] = chosen
         return args
 
+    def sink(self, s3_key: str, storage_class: str | None = None) -> MultipartSink:
+        """A multipart upload to ``s3_key`` with the store's storage class and encryption."""
+        return MultipartSink(
+            self.client, self.bucket, s3_key, self.part_size, self._write_args(storage_class)
+        )
+
+    def spooled(
+        self,
+        key: SegmentKey,
+        *,
+        storage_class: str | None = None,
+        row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+    ) -> SpooledSegment:
+        """A segment covering at most ``key``'s range whose end is chosen at close."""
+        return SpooledSegment(
+            self, key, storage_class=storage_class, row_group_bytes=row_group_bytes
+        )
+
     @contextmanager
     def writer(
         self,
@@ -267,10 +333,7 @@ class SegmentStore:
         On an exception the upload is aborted and nothing appears at the key (an earlier
         object at the same key, if any, stays as it was).
         """
-        s3_key = key.to_key(self.prefix)
-        sink = MultipartSink(
-            self.client, self.bucket, s3_key, self.part_size, self._write_args(storage_class)
-        )
+        sink = self.sink(key.to_key(self.prefix), storage_class)
         try:
             writer = SegmentWriter(sink, key, row_group_bytes=row_group_bytes)
             yield writer

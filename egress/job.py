@@ -1,0 +1,239 @@
+"""The egress job: one Spark Structured Streaming query from a region's Kafka to level-0
+segments in that region's bucket.
+
+Runs until SIGINT/SIGTERM (then lets the running micro-batch finish and stops), or with
+``stop_at_end`` exports everything up to the log ends seen at start and returns
+(Trigger.AvailableNow). The driver process also serves Prometheus metrics and keeps the
+topic descriptors (``_topic.json``) up to date.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from egress.kafka_source import KafkaSource, Planner, egress_section
+from egress.metrics import EgressMetrics
+from egress.segment_sink import SegmentSink
+from egress.spark_options import CONFIG_OPTION, config_to_option
+from egress.topic_descriptor import DescriptorPublisher
+from replicator.config import Config
+from replicator.errors import ReplicatorError
+
+log = logging.getLogger(__name__)
+
+GRACEFUL_STOP_TIMEOUT = 120.0
+
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
+_OUR_ERRORS = {
+    "ReplicatorError",
+    "ConfigError",
+    "StorageError",
+    "ObjectNotFoundError",
+    "BrokerError",
+    "DataLossError",
+    "SegmentError",
+    "CorruptSegmentError",
+    "SegmentMismatchError",
+}
+
+
+class EgressFailed(ReplicatorError):
+    """The streaming query stopped with an error; the message is the root cause."""
+
+
+def root_cause(text: str) -> str:
+    """The replicator's own error message inside a Spark failure, else its first line."""
+    ours = [m.group(2) for m in _ERROR_LINE.finditer(text) if m.group(1) in _OUR_ERRORS]
+    if ours:
+        return ours[-1].strip()
+    matches = _ERROR_LINE.findall(text)
+    if matches:
+        return f"{matches[-1][0]}: {matches[-1][1].strip()}"
+    return text.strip().splitlines()[0] if text.strip() else "unknown error"
+
+
+@dataclass(frozen=True)
+class EgressRun:
+    batches: int
+    records: int
+
+
+def spark_session(master: str | None, app_name: str, extra: dict[str, str]) -> Any:
+    """A Spark session whose Python workers run this interpreter (and so find this
+    package and its dependencies)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    builder = builder.master(master or "local[*]")
+    defaults = {
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false",
+        "spark.python.worker.reuse": "true",
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        "spark.pyspark.python": sys.executable,
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        # One Spark task per planned range; keep Arrow batches of a useful size.
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
+        "spark.sql.streaming.numRecentProgressUpdates": "20",
+    }
+    for key, value in {**defaults, **extra}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def resolved(config: Config) -> Config:
+    """The config with the egress directories made absolute: Spark's planner and writer
+    processes do not share the driver's working directory."""
+    egress = egress_section(config)
+    updated = egress.model_copy(
+        update={
+            "checkpoint_location": _absolute(egress.checkpoint_location),
+            "state_dir": str(Path(egress.state_dir).resolve()),
+        }
+    )
+    return config.model_copy(update={"egress": updated})
+
+
+def _absolute(location: str) -> str:
+    return location if "://" in location else str(Path(location).resolve())
+
+
+class EgressJob:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        stop_at_end: bool,
+        master: str | None = None,
+        spark: Any = None,
+        handle_signals: bool = True,
+    ) -> None:
+        """``spark``: an existing session to run in (left running afterwards);
+        ``handle_signals``: install SIGTERM/SIGINT handlers (main thread only)."""
+        self.config = resolved(config)
+        self._spark = spark
+        self._handle_signals = handle_signals
+        self.egress = egress_section(self.config)
+        self.stop_at_end = stop_at_end
+        self.master = master
+        self._stop = threading.Event()
+        self._seen_batches: set[int] = set()
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        log.info(
+            "received %s: finishing the current batch, then stopping", signal.Signals(signum).name
+        )
+        self._stop.set()
+
+    def request_stop(self) -> None:
+        """Finish the running batch, then stop (thread-safe)."""
+        self._stop.set()
+
+    def run(self) -> EgressRun:
+        Path(self.egress.state_dir).mkdir(parents=True, exist_ok=True)
+        planner = Planner(self.config)  # fails early on an unreachable broker or bad topic
+        planner.partitions()
+        metrics = EgressMetrics(self.config, planner)
+        if self.egress.metrics_port is not None:
+            metrics.serve(self.egress.metrics_port)
+        descriptors = DescriptorPublisher(self.config, planner)
+        descriptors.publish()
+
+        spark = self._spark or spark_session(
+            self.master, f"replicator-egress-{self.egress.region}", {}
+        )
+        spark.dataSource.register(KafkaSource)
+        spark.dataSource.register(SegmentSink)
+        option = config_to_option(self.config)
+        frame = spark.readStream.format(KafkaSource.name()).option(CONFIG_OPTION, option).load()
+        writer = (
+            frame.writeStream.format(SegmentSink.name())
+            .option(CONFIG_OPTION, option)
+            .option("checkpointLocation", self.egress.checkpoint_location)
+            .queryName(f"egress-{self.egress.region}")
+        )
+        if self.stop_at_end:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(
+                processingTime=f"{int(self.egress.trigger_interval * 1000)} milliseconds"
+            )
+        previous = {}
+        if self._handle_signals:
+            previous = {
+                signal.SIGTERM: signal.signal(signal.SIGTERM, self._on_signal),
+                signal.SIGINT: signal.signal(signal.SIGINT, self._on_signal),
+            }
+        query = writer.start()
+        log.info(
+            "egress from region %s started (%s)",
+            self.egress.region,
+            "until the current end" if self.stop_at_end else "streaming",
+        )
+        records = 0
+        next_housekeeping = 0.0
+        try:
+            while query.isActive:
+                if self._stop.is_set():
+                    self._stop_gracefully(query)
+                    break
+                query.awaitTermination(0.5)
+                records += self._observe(query, metrics)
+                if time.monotonic() >= next_housekeeping:
+                    next_housekeeping = time.monotonic() + self.egress.descriptor_interval
+                    descriptors.publish()
+            exception = query.exception()
+            records += self._observe(query, metrics)
+            metrics.refresh()
+            if exception is not None:
+                cause = root_cause(str(exception.desc if hasattr(exception, "desc") else exception))
+                raise EgressFailed(f"egress stopped: {cause}")
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            metrics.close()
+            if self._spark is None:
+                spark.stop()
+        log.info("egress stopped after %d batches, %d records", len(self._seen_batches), records)
+        return EgressRun(len(self._seen_batches), records)
+
+    def _observe(self, query: Any, metrics: EgressMetrics) -> int:
+        """Record the durations of batches completed since the last call."""
+        records = 0
+        for progress in query.recentProgress:
+            batch_id = progress.batchId
+            if batch_id in self._seen_batches:
+                continue
+            self._seen_batches.add(batch_id)
+            records += int(progress.numInputRows)
+            duration = progress.durationMs.get("triggerExecution", 0) / 1000.0
+            metrics.batch_completed(duration)
+        return records
+
+    def _stop_gracefully(self, query: Any) -> None:
+        deadline = time.monotonic() + GRACEFUL_STOP_TIMEOUT
+        while (
+            query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline
+        ):
+            time.sleep(0.1)
+        query.stop()
+
+
+def run_egress(
+    config: Config, *, stop_at_end: bool = False, master: str | None = None
+) -> EgressRun:
+    return EgressJob(config, stop_at_end=stop_at_end, master=master).run()

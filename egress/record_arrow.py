@@ -1,0 +1,138 @@
+"""The rows egress passes from its Kafka source to its segment sink, as Arrow.
+
+Each Spark task handles one planned range of one partition. Its rows are one *range row*
+first (``offset`` null; ``topic``, ``partition``, ``range_start``, ``range_end`` set), then
+the records (``offset`` set, range columns null). The range row tells the sink which
+offsets the task covers even when the range holds no record at all (only transaction
+markers, or records compacted away), so that the sink can still write the segment that
+keeps the partition's offset space tiled.
+
+Conversion is column by column from lists, not row by row into Arrow builders.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from replicator.segment_format import HEADER_TYPE, SCHEMA
+
+SPARK_SCHEMA_DDL = (
+    "topic string, partition int, range_start bigint, range_end bigint, offset bigint, "
+    "timestamp bigint, timestamp_type tinyint, key binary, value binary, "
+    "headers array<struct<key:string,value:binary>>"
+)
+"""The Spark schema of the source; ``timestamp`` is epoch milliseconds."""
+
+_HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+ROW_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("range_start", pa.int64()),
+        ("range_end", pa.int64()),
+        ("offset", pa.int64()),
+        ("timestamp", pa.int64()),
+        ("timestamp_type", pa.int8()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", _HEADERS_TYPE),
+    ]
+)
+
+
+def range_row(topic: str, partition: int, start: int, end: int) -> pa.RecordBatch:
+    """The first row of a task: the inclusive covered range [start, end]."""
+    columns: list[Any] = [
+        pa.array([topic], pa.string()),
+        pa.array([partition], pa.int32()),
+        pa.array([start], pa.int64()),
+        pa.array([end], pa.int64()),
+    ]
+    columns += [pa.nulls(1, f.type) for f in ROW_SCHEMA][4:]
+    return pa.RecordBatch.from_arrays(columns, schema=ROW_SCHEMA)
+
+
+def messages_to_rows(messages: Sequence[Any]) -> pa.RecordBatch:
+    """confluent-kafka messages (no errors) of one partition -> record rows."""
+    n = len(messages)
+    timestamps = [m.timestamp() for m in messages]
+    headers = [m.headers() for m in messages]
+    counts = np.fromiter((len(h) if h else 0 for h in headers), dtype=np.int32, count=n)
+    list_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=list_offsets[1:])
+    flat = [pair for h in headers if h for pair in h]
+    header_structs = pa.StructArray.from_arrays(
+        [
+            pa.array([k for k, _ in flat], pa.string()),
+            pa.array([v for _, v in flat], pa.binary()),
+        ],
+        fields=list(_HEADERS_TYPE.value_type),
+    )
+    columns: list[Any] = [
+        pa.nulls(n, pa.string()),
+        pa.nulls(n, pa.int32()),
+        pa.nulls(n, pa.int64()),
+        pa.nulls(n, pa.int64()),
+        pa.array([m.offset() for m in messages], pa.int64()),
+        pa.array([t[1] for t in timestamps], pa.int64()),
+        pa.array([t[0] for t in timestamps], pa.int8()),
+        pa.array([m.key() for m in messages], pa.binary()),
+        pa.array([m.value() for m in messages], pa.binary()),
+        pa.ListArray.from_arrays(pa.array(list_offsets), header_structs, type=_HEADERS_TYPE),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=ROW_SCHEMA)
+
+
+def rows_to_segment(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Record rows -> the segment schema (drops range rows)."""
+    offsets = batch.column("offset")
+    if offsets.null_count:
+        batch = batch.filter(pc.is_valid(offsets))
+    headers = batch.column("headers").cast(SCHEMA.field("headers").type)
+    return pa.RecordBatch.from_arrays(
+        [
+            batch.column("offset"),
+            batch.column("timestamp").cast(pa.timestamp("ms", tz="UTC")),
+            batch.column("timestamp_type"),
+            batch.column("key"),
+            batch.column("value"),
+            headers,
+        ],
+        schema=SCHEMA,
+    )
+
+
+def record_bytes(batch: pa.RecordBatch) -> np.ndarray:
+    """Bytes of each record as egress counts them: key + value + header keys and values."""
+    size = _lengths(batch.column("key")) + _lengths(batch.column("value"))
+    headers = batch.column("headers")
+    if len(headers.values):
+        structs = headers.flatten()
+        per_header = _lengths(structs.field("key")) + _lengths(structs.field("value"))
+        ends = np.cumsum(per_header)
+        offsets = headers.offsets.to_numpy()
+        start = offsets[:-1] - offsets[0]
+        stop = offsets[1:] - offsets[0]
+        padded = np.concatenate([[0], ends])
+        size = size + (padded[stop] - padded[start])
+    return size
+
+
+def _lengths(array: pa.Array) -> np.ndarray:
+    return pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+__all__ = [
+    "HEADER_TYPE",
+    "ROW_SCHEMA",
+    "SPARK_SCHEMA_DDL",
+    "messages_to_rows",
+    "range_row",
+    "record_bytes",
+    "rows_to_segment",
+]

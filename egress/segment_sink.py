@@ -1,0 +1,263 @@
+"""Level-0 segments as a PySpark streaming sink (Arrow writer).
+
+Each task receives the rows of one planned range (see :mod:`egress.record_arrow`) and
+writes the segment(s) that cover it exactly: one segment per range, or several when the
+range's record bytes reach ``max_segment_bytes`` part-way. Split points depend only on
+the records, so a replayed batch writes the same keys with the same records and no two
+segments of a partition ever overlap.
+
+``commit`` runs on the driver once every task of a batch succeeded: it commits the egress
+consumer group's offsets and updates the driver's statistics (keyed by batch id, so a
+replayed commit counts nothing twice).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from egress.driver_state import DriverState, PartitionStats
+from egress.kafka_source import commit_offsets, egress_section
+from egress.record_arrow import record_bytes, rows_to_segment
+from egress.spark_options import CONFIG_OPTION, config_from_options
+from replicator.config import Config
+from replicator.segment_key import SegmentKey
+from replicator.segment_store import SegmentStore, SpooledSegment
+
+log = logging.getLogger(__name__)
+
+SINK_NAME = "replicator_segments"
+
+
+@dataclass(frozen=True)
+class WrittenSegment:
+    start: int
+    end: int
+    records: int
+    record_bytes: int
+    size: int
+
+
+@dataclass
+class WrittenRange:
+    topic: str
+    partition: int
+    start: int
+    end: int
+    segments: list[WrittenSegment] = field(default_factory=list)
+
+
+@dataclass
+class SegmentsWritten(WriterCommitMessage):
+    ranges: list[WrittenRange]
+
+
+def split_points(sizes: np.ndarray, already: int, max_bytes: int) -> list[int]:
+    """Indexes (exclusive) after which a segment closes, for records of ``sizes`` bytes
+    appended to a segment already holding ``already`` bytes.
+
+    A segment closes with the record that makes it reach ``max_bytes``; a record larger
+    than ``max_bytes`` gets a segment of its own.
+    """
+    cuts = []
+    position = 0
+    total = already
+    cumulative = np.cumsum(sizes, dtype=np.int64)
+    base = 0
+    while position < len(sizes):
+        need = max_bytes - total
+        index = int(np.searchsorted(cumulative, base + need, side="left"))
+        if index >= len(sizes):
+            break
+        cuts.append(index + 1)
+        position = index + 1
+        base = int(cumulative[index])
+        total = 0
+    return cuts
+
+
+class RangeWriter:
+    """Writes the segments covering one planned range [start, end]."""
+
+    def __init__(
+        self, store: SegmentStore, region: str, written: WrittenRange, max_bytes: int
+    ) -> None:
+        self._store = store
+        self._region = region
+        self.written = written
+        self._max_bytes = max_bytes
+        self._next_start = written.start
+        self._open: SpooledSegment | None = None
+        self._bytes = 0
+
+    def _segment(self) -> SpooledSegment:
+        if self._open is None:
+            key = SegmentKey(
+                self._region,
+                self.written.topic,
+                self.written.partition,
+                0,
+                self._next_start,
+                self.written.end,
+            )
+            self._open = self._store.spooled(key)
+            self._bytes = 0
+        return self._open
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        sizes = record_bytes(batch)
+        position = 0
+        for cut in split_points(sizes, self._bytes, self._max_bytes):
+            self._segment().write(batch.slice(position, cut - position))
+            self._bytes += int(sizes[position:cut].sum())
+            self._close(int(batch.column(0)[cut - 1].as_py()))
+            position = cut
+        if position < len(sizes):
+            self._segment().write(batch.slice(position))
+            self._bytes += int(sizes[position:].sum())
+
+    def _close(self, end: int) -> None:
+        segment = self._segment()
+        records = segment.writer.record_count
+        stored, _ = segment.close(end)
+        self.written.segments.append(
+            WrittenSegment(stored.key.start, stored.key.end, records, self._bytes, stored.size)
+        )
+        self._open = None
+        self._next_start = end + 1
+
+    def finish(self) -> WrittenRange:
+        """Close the last segment at the range end (it may hold no record: the offsets left
+        are markers or compacted away, and the range must still be covered)."""
+        if self._open is not None or self._next_start <= self.written.end:
+            self._close(self.written.end)
+        return self.written
+
+    def abort(self) -> None:
+        if self._open is not None:
+            self._open.abort()
+
+
+def write_ranges(config: Config, batches: Iterator[pa.RecordBatch]) -> list[WrittenRange]:
+    egress = egress_section(config)
+    store = SegmentStore.for_region(config, egress.region)
+    done: list[WrittenRange] = []
+    current: RangeWriter | None = None
+    try:
+        for batch in batches:
+            offsets = batch.column("offset")
+            if offsets.null_count:
+                # Range rows start a task's range (normally only the first row).
+                range_rows = np.flatnonzero(offsets.is_null().to_numpy(zero_copy_only=False))
+                bounds = [*range_rows.tolist(), batch.num_rows]
+                if bounds[0] > 0:
+                    _feed(current, batch.slice(0, bounds[0]))
+                for i, row in enumerate(bounds[:-1]):
+                    if current is not None:
+                        done.append(current.finish())
+                    current = _start_range(store, egress.region, config, batch, row)
+                    _feed(current, batch.slice(row + 1, bounds[i + 1] - row - 1))
+            else:
+                _feed(current, batch)
+        if current is not None:
+            done.append(current.finish())
+            current = None
+    finally:
+        if current is not None:
+            current.abort()
+    return done
+
+
+def _start_range(
+    store: SegmentStore, region: str, config: Config, batch: pa.RecordBatch, row: int
+) -> RangeWriter:
+    topic = batch.column("topic")[row].as_py()
+    written = WrittenRange(
+        topic,
+        batch.column("partition")[row].as_py(),
+        batch.column("range_start")[row].as_py(),
+        batch.column("range_end")[row].as_py(),
+    )
+    limits = egress_section(config).thresholds(topic)
+    return RangeWriter(store, region, written, limits.max_segment_bytes)
+
+
+def _feed(writer: RangeWriter | None, rows: pa.RecordBatch) -> None:
+    if rows.num_rows == 0:
+        return
+    if writer is None:
+        raise ValueError("records arrived before their range row: the plan is broken")
+    writer.add(rows_to_segment(rows))
+
+
+class SegmentStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, options: dict[str, str]) -> None:
+        self._options = {CONFIG_OPTION: options[CONFIG_OPTION]}
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SegmentsWritten:
+        return SegmentsWritten(write_ranges(config_from_options(self._options), iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Every task succeeded: the batch's segments are durable. Commit the group's
+        offsets, then count the batch. Both are idempotent for a replayed batch."""
+        config = config_from_options(self._options)
+        ends = {
+            (r.topic, r.partition): r.end + 1
+            for m in messages
+            if isinstance(m, SegmentsWritten)
+            for r in m.ranges
+        }
+        commit_offsets(config, ends)
+        record_batch(DriverState(egress_section(config).state_dir), messages, batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        # Segments already written stay: the replay of this batch rewrites the same keys.
+        log.warning("egress batch %d aborted; it will be replayed", batchId)
+
+
+def record_batch(
+    state: DriverState, messages: list[WriterCommitMessage | None], batch_id: int
+) -> None:
+    """Add a committed batch to the driver's statistics, once per batch id."""
+    last, stats = state.read_partitions()
+    if batch_id <= last:
+        return
+    segments = records = 0
+    for message in messages:
+        if not isinstance(message, SegmentsWritten):
+            continue
+        for written in message.ranges:
+            entry = stats.setdefault((written.topic, written.partition), PartitionStats())
+            entry.offsets += written.end - written.start + 1
+            entry.next_offset = max(entry.next_offset, written.end + 1)
+            for segment in written.segments:
+                entry.records += segment.records
+                entry.bytes += segment.record_bytes
+                entry.segments += 1
+                segments += 1
+                records += segment.records
+    state.write_partitions(batch_id, stats)
+    if segments:
+        log.info("egress batch %d: %d segments, %d records", batch_id, segments, records)
+
+
+class SegmentSink(DataSource):
+    """``df.writeStream.format("replicator_segments").option(CONFIG_OPTION, ...)``"""
+
+    @classmethod
+    def name(cls) -> str:
+        return SINK_NAME
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return SegmentStreamWriter(dict(self.options))

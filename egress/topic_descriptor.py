@@ -1,0 +1,87 @@
+"""Topic descriptors: ``{prefix}/{region}/{topic}/_topic.json``.
+
+Egress writes, per exported topic, its partition count and the topic configs a destination
+should copy, so that ingress can create the destination topic alike. Refreshed when they
+change (checked every ``[egress] descriptor_interval``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import ConfigResource
+
+from egress.kafka_source import Planner, egress_section
+from replicator.config import Config
+from replicator.errors import ReplicatorError
+from replicator.segment_key import topic_descriptor_key
+from replicator.segment_store import SegmentStore
+
+log = logging.getLogger(__name__)
+
+DESCRIPTOR_VERSION = 1
+COPIED_CONFIGS = (
+    "cleanup.policy",
+    "retention.ms",
+    "retention.bytes",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio",
+    "max.message.bytes",
+    "message.timestamp.type",
+    "compression.type",
+)
+
+
+def describe(topic: str, partitions: int, configs: dict[str, str], region: str) -> dict[str, Any]:
+    return {
+        "format_version": DESCRIPTOR_VERSION,
+        "region": region,
+        "topic": topic,
+        "partitions": partitions,
+        "configs": {k: configs[k] for k in COPIED_CONFIGS if k in configs},
+    }
+
+
+class DescriptorPublisher:
+    def __init__(self, config: Config, planner: Planner) -> None:
+        self.config = config
+        self.egress = egress_section(config)
+        self._planner = planner
+        self._store = SegmentStore.for_region(config, self.egress.region)
+        self._published: dict[str, dict[str, Any]] = {}
+
+    def publish(self) -> None:
+        """Write the descriptors that changed since the last call; never raises for a
+        broker or bucket hiccup (the next call retries)."""
+        try:
+            counts: dict[str, int] = {}
+            for topic, _partition in self._planner.partitions():
+                counts[topic] = counts.get(topic, 0) + 1
+            for topic, count in sorted(counts.items()):
+                descriptor = describe(topic, count, self._configs(topic), self.egress.region)
+                if self._published.get(topic) == descriptor:
+                    continue
+                key = topic_descriptor_key(self.config.s3.prefix, self.egress.region, topic)
+                self._store.put_json(key, descriptor)
+                self._published[topic] = descriptor
+                log.info(
+                    "topic descriptor of %s: %d partitions, configs %s",
+                    topic,
+                    count,
+                    descriptor["configs"],
+                )
+        except ReplicatorError as exc:
+            log.warning("could not refresh topic descriptors: %s", exc)
+
+    def _configs(self, topic: str) -> dict[str, str]:
+        resource = ConfigResource("topic", topic)
+        try:
+            entries = self._planner.admin.describe_configs([resource])[resource].result(timeout=30)
+        except KafkaException as exc:
+            log.warning("cannot describe configs of topic %s: %s", topic, exc.args[0].str())
+            return {}
+        return {name: entry.value for name, entry in entries.items() if entry.value is not None}
