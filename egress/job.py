@@ -21,6 +21,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from pyspark.errors import StreamingQueryException
+
 from egress.kafka_source import KafkaSource, Planner, egress_section
 from egress.metrics import EgressMetrics
 from egress.segment_sink import SegmentSink
@@ -187,20 +189,26 @@ class EgressJob:
         records = 0
         next_housekeeping = 0.0
         try:
+            failure: BaseException | None = None
             while query.isActive:
                 if self._stop.is_set():
                     self._stop_gracefully(query)
                     break
-                query.awaitTermination(0.5)
+                try:
+                    query.awaitTermination(0.5)
+                except StreamingQueryException as exc:
+                    failure = exc
+                    break
                 records += self._observe(query, metrics)
                 if time.monotonic() >= next_housekeeping:
                     next_housekeeping = time.monotonic() + self.egress.descriptor_interval
                     descriptors.publish()
-            exception = query.exception()
+            failure = failure or query.exception()
             records += self._observe(query, metrics)
             metrics.refresh()
-            if exception is not None:
-                cause = root_cause(str(exception.desc if hasattr(exception, "desc") else exception))
+            if failure is not None:
+                cause = root_cause(str(getattr(failure, "desc", None) or failure))
+                log.error("egress from region %s failed: %s", self.egress.region, cause)
                 raise EgressFailed(f"egress stopped: {cause}")
         finally:
             for signum, handler in previous.items():

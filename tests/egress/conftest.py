@@ -36,14 +36,16 @@ def egress_toml(
         f'bucket = "{bucket}"',
         f'kafka.bootstrap_servers = "{stack.bootstrap(SOURCE)}"',
         "[egress]",
-        f'region = "{SOURCE}"',
-        f'checkpoint_location = "{root / "checkpoint"}"',
-        f'state_dir = "{root / "state"}"',
-        f'group_id = "egress-{bucket}"',
-        'trigger_interval = "250ms"',
     ]
-    for key, value in egress.items():
-        lines.append(f"{key} = {_toml(value)}")
+    settings: dict[str, object] = {
+        "region": SOURCE,
+        "checkpoint_location": str(root / "checkpoint"),
+        "state_dir": str(root / "state"),
+        "group_id": f"egress-{bucket}",
+        "trigger_interval": "250ms",
+        **egress,
+    }
+    lines.extend(f"{key} = {_toml(value)}" for key, value in settings.items())
     for topic, limits in topics.items():
         lines.append(f'[egress.topics."{topic}"]')
         lines.extend(f"{k} = {_toml(v)}" for k, v in limits.items())

@@ -1,0 +1,129 @@
+"""Egress restarts: a lost Spark checkpoint, and offsets the source no longer holds."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from confluent_kafka import Producer
+
+from egress.driver_state import DriverState
+from egress.job import EgressFailed, EgressJob
+from egress.metrics import EgressMetrics
+from egress.kafka_source import Planner
+from tests.conftest import SOURCE
+from tests.egress.conftest import create_topic, finish_bursts
+from tests.independent import assert_tiles, read_partition, s3_segments
+
+
+def produce(stack, topic, count, partitions=(0, 1)):
+    producer = Producer({"bootstrap.servers": stack.bootstrap(SOURCE), "linger.ms": 5})
+    for i in range(count):
+        producer.produce(
+            topic, key=b"%d" % i, value=b"value-%d" % i, partition=partitions[i % len(partitions)]
+        )
+    finish_bursts(producer, topic, partitions)
+
+
+def run(config, spark):
+    return EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
+
+
+def keys_by_partition(local_stack, config, topic):
+    found = s3_segments(local_stack.s3(), config.region(SOURCE).bucket, "data", SOURCE, topic)
+    return {p: [(s.start, s.end) for s in segs] for p, segs in found.items()}, found
+
+
+def test_lost_checkpoint_resumes_after_what_was_exported(local_stack, egress_config, unique, spark):
+    topic = unique("ckpt")
+    create_topic(local_stack, topic, 2)
+    produce(local_stack, topic, 100)
+    config, _ = egress_config({topic: {}})
+    run(config, spark)
+    first, _ = keys_by_partition(local_stack, config, topic)
+
+    produce(local_stack, topic, 60)
+    shutil.rmtree(config.egress.checkpoint_location)
+    run(config, spark)
+
+    ranges, segments = keys_by_partition(local_stack, config, topic)
+    for partition in (0, 1):
+        assert ranges[partition][: len(first[partition])] == first[partition]
+        new = ranges[partition][len(first[partition]) :]
+        assert new and new[0][0] == first[partition][-1][1] + 1, "only the new records"
+        assert_tiles(segments[partition], 0, new[-1][1])
+        exported = [r for s in segments[partition] for r in s.records()]
+        assert exported == read_partition(local_stack.bootstrap(SOURCE), topic, partition)
+
+
+def test_lost_checkpoint_and_lost_group_offsets_still_never_overlap(
+    local_stack, egress_config, unique, spark
+):
+    # The bucket itself says how far egress got: a new consumer group changes nothing.
+    topic = unique("ckpt2")
+    create_topic(local_stack, topic, 2)
+    produce(local_stack, topic, 50)
+    config, _ = egress_config({topic: {}})
+    run(config, spark)
+    produce(local_stack, topic, 20)
+    shutil.rmtree(config.egress.checkpoint_location)
+    config, _ = egress_config({topic: {}}, group_id=unique("fresh-group"))
+    run(config, spark)
+    _, segments = keys_by_partition(local_stack, config, topic)
+    for partition in (0, 1):
+        assert_tiles(segments[partition], 0, segments[partition][-1].end)
+        exported = [r for s in segments[partition] for r in s.records()]
+        assert exported == read_partition(local_stack.bootstrap(SOURCE), topic, partition)
+
+
+def recreate_shorter(local_stack, topic, count):
+    admin = local_stack.admin(SOURCE)
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    create_topic(local_stack, topic, 2)
+    produce(local_stack, topic, count)
+
+
+def test_offsets_the_source_no_longer_holds_stop_egress_with_the_range(
+    local_stack, egress_config, unique, spark
+):
+    # The local broker supports neither delete-records nor retention by time, so the
+    # closest case is a topic deleted and re-created shorter than what was exported.
+    topic = unique("loss")
+    create_topic(local_stack, topic, 2)
+    produce(local_stack, topic, 80)
+    config, _ = egress_config({topic: {}})
+    run(config, spark)
+    recreate_shorter(local_stack, topic, 10)
+
+    with pytest.raises(
+        EgressFailed,
+        match=rf"data loss: topic {topic} partition 0: the log ends at offset 6 but egress already exported up to 40",
+    ):
+        run(config, spark)
+    events = DriverState(config.egress.state_dir).data_loss_events()
+    assert {(e["topic"], e["partition"], e["first"], e["last"]) for e in events} >= {
+        (topic, 0, 0, 5)
+    }
+    metrics = {m.name: m for m in EgressMetrics(config, Planner(config)).collect()}
+    samples = metrics["replicator_egress_data_loss_events"].samples
+    assert any(s.labels["topic"] == topic and s.value >= 1 for s in samples)
+
+
+def test_skip_continues_without_going_back(local_stack, egress_config, unique, spark):
+    topic = unique("skip")
+    create_topic(local_stack, topic, 2)
+    produce(local_stack, topic, 80)
+    config, _ = egress_config({topic: {}}, on_data_loss="skip")
+    run(config, spark)
+    before, _ = keys_by_partition(local_stack, config, topic)
+    recreate_shorter(local_stack, topic, 10)
+    run(config, spark)  # reports, exports nothing below what was exported
+    assert keys_by_partition(local_stack, config, topic)[0] == before
+    assert DriverState(config.egress.state_dir).data_loss_events()
+
+    produce(local_stack, topic, 100)  # the new log grows past the old position
+    run(config, spark)
+    after, segments = keys_by_partition(local_stack, config, topic)
+    for partition in (0, 1):
+        assert after[partition][: len(before[partition])] == before[partition]
+        assert_tiles(segments[partition], 0, after[partition][-1][1])

@@ -1,0 +1,93 @@
+"""Count, bytes and age each close level-0 segments as configured."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import Producer
+
+from egress.job import EgressJob
+from tests.conftest import SOURCE
+from tests.egress.conftest import create_topic, finish_bursts
+from tests.independent import assert_tiles, s3_segments, watermarks
+
+
+def _segments(local_stack, config, topic):
+    return s3_segments(local_stack.s3(), config.region(SOURCE).bucket, "data", SOURCE, topic)
+
+
+def test_count_closes_segments_of_exactly_max_messages_offsets(
+    local_stack, egress_config, unique, spark
+):
+    topic = unique("count")
+    create_topic(local_stack, topic, 1)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    for i in range(349):
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    finish_bursts(producer, topic, [0])  # 350 offsets
+    config, _ = egress_config({topic: {"max_segment_messages": 100}})
+    EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
+    ranges = [(s.start, s.end) for s in _segments(local_stack, config, topic)[0]]
+    assert ranges == [(0, 99), (100, 199), (200, 299), (300, 349)]
+
+
+def test_bytes_close_a_segment_with_the_record_that_reaches_max_bytes(
+    local_stack, egress_config, unique, spark
+):
+    topic = unique("bytes")
+    create_topic(local_stack, topic, 1)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    for i in range(99):
+        producer.produce(topic, key=b"%04d" % i, value=b"x" * 996, partition=0)  # 1000 bytes
+    finish_bursts(producer, topic, [0])
+    config, _ = egress_config({topic: {"max_segment_bytes": "10KiB"}})
+    EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
+    segments = _segments(local_stack, config, topic)[0]
+    assert_tiles(segments, 0, 99)
+    # 1000-byte records against 10,240: the 11th record reaches the limit.
+    assert [s.table.num_rows for s in segments[:-1]] == [11] * (len(segments) - 1)
+    assert len(segments) == 10
+
+
+def test_age_closes_a_trickle_while_an_idle_partition_writes_nothing(
+    local_stack, egress_config, unique, spark
+):
+    topic = unique("age")
+    create_topic(local_stack, topic, 2)
+    config, _ = egress_config({topic: {"max_segment_age": "2s"}})
+    # The job runs in the main thread (as the CLI does: Spark's active session is
+    # thread-local); a background thread trickles 4 records per second into partition 0.
+    job = EgressJob(config, stop_at_end=False, spark=spark, handle_signals=False)
+    produced: list[int] = []
+
+    def trickle() -> None:
+        producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+        started = time.monotonic()
+        try:
+            while time.monotonic() - started < 60:
+                producer.produce(topic, value=b"%d" % len(produced), partition=0)
+                producer.flush(10)
+                produced.append(1)
+                time.sleep(0.25)
+                closed = _segments(local_stack, config, topic).get(0, [])
+                if len(closed) >= 3 and len(produced) >= 40:
+                    break
+        finally:
+            job.request_stop()
+
+    producer_thread = threading.Thread(target=trickle)
+    producer_thread.start()
+    job.run()
+    producer_thread.join(60)
+    segments = _segments(local_stack, config, topic)
+    assert 1 not in segments, "an idle partition must write nothing"
+    closed = segments[0]
+    assert len(closed) >= 3, "age should close several segments during the trickle"
+    _, high = watermarks(local_stack.bootstrap(SOURCE), topic, 0)
+    assert_tiles(closed, 0, closed[-1].end)
+    assert closed[-1].end <= high - 1
+    for segment in closed:
+        # A segment closes ~max_segment_age after its first record was seen, so it spans
+        # about 2 s of a 4-records-per-second trickle; never the whole run.
+        assert segment.table.num_rows <= 24, [s.table.num_rows for s in closed]
