@@ -381,6 +381,8 @@ def read_range(config: Config, rng: KafkaRange) -> Iterator[pa.RecordBatch]:
                     position = _handle_read_error(error, message, rng, position)
                     continue
                 offset = message.offset()
+                if offset is None:  # only error events lack an offset
+                    continue
                 if offset >= rng.end:
                     position = rng.end
                     break

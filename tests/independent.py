@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -68,7 +69,7 @@ def assert_tiles(segments: list[Segment], first: int, last: int) -> None:
     assert segments, f"no segments for [{first}, {last}]"
     ranges = [(s.start, s.end) for s in segments]
     assert ranges[0][0] == first, f"first segment starts at {ranges[0][0]}, expected {first}"
-    for (_, end), (start, _) in zip(ranges, ranges[1:], strict=False):
+    for (_, end), (start, _) in itertools.pairwise(ranges):
         assert start == end + 1, f"hole or overlap between ranges {ranges}"
     assert ranges[-1][1] == last, f"last segment ends at {ranges[-1][1]}, expected {last}"
 
@@ -87,7 +88,7 @@ def read_partition(
             "auto.offset.reset": "earliest",
         }
     )
-    low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+    low, _ = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
     consumer.assign([TopicPartition(topic, partition, low)])
     records = []
     try:

@@ -1,12 +1,19 @@
 from egress.job import root_cause
 
-SPARK_FAILURE = """[STREAM_FAILED] Query [id = 1] terminated with exception: [PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source perform latestOffset: Traceback (most recent call last):
+SPARK_FAILURE = (
+    (
+        "[STREAM_FAILED] Query [id = 1] terminated with exception: "
+        "[PYTHON_STREAMING_DATA_SOURCE_RUNTIME_ERROR] Failed when Python streaming data source "
+        "perform latestOffset: "
+    )
+    + """Traceback (most recent call last):
   File "/x/python_streaming_source_runner.py", line 281, in main
   File "/x/kafka_source.py", line 9, in latestOffset
 replicator.errors.DataLossError: data loss: topic t partition 3: offsets 5..9 will not be exported
  SQLSTATE: 38000 SQLSTATE: XXKST
 === Streaming Query ===
 """
+)
 
 
 def test_root_cause_is_the_replicator_error_inside_a_spark_failure():

@@ -9,8 +9,8 @@ from confluent_kafka import Producer
 
 from egress.driver_state import DriverState
 from egress.job import EgressFailed, EgressJob
-from egress.metrics import EgressMetrics
 from egress.kafka_source import Planner
+from egress.metrics import EgressMetrics
 from tests.conftest import SOURCE
 from tests.egress.conftest import create_topic, finish_bursts
 from tests.independent import assert_tiles, read_partition, s3_segments
@@ -97,7 +97,8 @@ def test_offsets_the_source_no_longer_holds_stop_egress_with_the_range(
 
     with pytest.raises(
         EgressFailed,
-        match=rf"data loss: topic {topic} partition 0: the log ends at offset 6 but egress already exported up to 40",
+        match=rf"data loss: topic {topic} partition 0: the log ends at offset 6 "
+        "but egress already exported up to 40",
     ):
         run(config, spark)
     events = DriverState(config.egress.state_dir).data_loss_events()

@@ -47,8 +47,8 @@ def test_record_bytes_of_a_slice():
 def _rows(records):
     segment = to_batch(records)
     return pa.RecordBatch.from_arrays(
-        [pa.nulls(len(records), f.type) for f in ROW_SCHEMA][:4]
-        + [
+        [
+            *[pa.nulls(len(records), f.type) for f in ROW_SCHEMA][:4],
             segment.column(0),
             segment.column(1).cast(pa.int64()),
             segment.column(2),

@@ -1,0 +1,1 @@
+"""Benchmarks: the project's numbers next to a baseline measured in the same run."""

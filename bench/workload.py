@@ -1,0 +1,54 @@
+"""The fixed benchmark workload: 16-byte keys, 200-byte values, one header per record."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+KEY_BYTES = 16
+VALUE_BYTES = 200
+RECORD_BYTES = KEY_BYTES + VALUE_BYTES + len("seq") + 8
+
+
+def produce_workload(bootstrap: str, topic: str, partitions: int, records: int) -> float:
+    """Create ``topic`` and fill it; returns seconds taken. Each partition ends with a
+    single-record batch so that the local broker reports the exact log end."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions)])[topic].result(timeout=30)
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "none",
+        }
+    )
+    value = os.urandom(VALUE_BYTES)
+    started = time.perf_counter()
+    for i in range(records - partitions):
+        key = b"%016d" % i
+        while True:
+            try:
+                producer.produce(
+                    topic,
+                    key=key,
+                    value=value,
+                    partition=i % partitions,
+                    headers=[("seq", b"%08d" % i)],
+                )
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if i % 50_000 == 0:
+            producer.poll(0)
+    producer.flush(120)
+    for partition in range(partitions):
+        producer.produce(
+            topic, key=b"%016d" % -1, value=value, partition=partition, headers=[("seq", b"end")]
+        )
+        producer.flush(30)
+    return time.perf_counter() - started
