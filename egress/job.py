@@ -68,6 +68,9 @@ def root_cause(text: str) -> str:
 class EgressRun:
     batches: int
     records: int
+    """Rows read, including one range row per planned range."""
+    batch_seconds: float
+    """Time spent inside micro-batches (excludes Spark start-up and idle triggers)."""
 
 
 def spark_session(master: str | None, app_name: str, extra: dict[str, str]) -> Any:
@@ -134,6 +137,7 @@ class EgressJob:
         self.master = master
         self._stop = threading.Event()
         self._seen_batches: set[int] = set()
+        self._batch_seconds = 0.0
 
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         log.info(
@@ -217,7 +221,7 @@ class EgressJob:
             if self._spark is None:
                 spark.stop()
         log.info("egress stopped after %d batches, %d records", len(self._seen_batches), records)
-        return EgressRun(len(self._seen_batches), records)
+        return EgressRun(len(self._seen_batches), records, self._batch_seconds)
 
     def _observe(self, query: Any, metrics: EgressMetrics) -> int:
         """Record the durations of batches completed since the last call."""
@@ -229,6 +233,7 @@ class EgressJob:
             self._seen_batches.add(batch_id)
             records += int(progress.numInputRows)
             duration = progress.durationMs.get("triggerExecution", 0) / 1000.0
+            self._batch_seconds += duration
             metrics.batch_completed(duration)
         return records
 
