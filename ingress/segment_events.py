@@ -1,0 +1,105 @@
+"""Segment events: what the S3 notifications on SQS say, as stored on the segment-events
+topic. Pure functions.
+
+An event names one object (created or removed) of a configured source. Its Kafka key is
+the source partition ("region/topic/partition") and its events-topic partition is a stable
+hash of that key, so that every event of one source partition lands on one events-topic
+partition — and the instance that owns that events-topic partition (by Kafka group
+membership) owns the source partition.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import asdict, dataclass
+from typing import Literal
+from urllib.parse import unquote_plus
+
+from replicator.errors import SegmentKeyError
+from replicator.segment_key import SegmentKey, parse_key
+
+CREATED = "created"
+REMOVED = "removed"
+SourcePartition = tuple[str, str, int]
+"""(source region, source topic, partition)"""
+
+
+@dataclass(frozen=True)
+class SegmentEvent:
+    kind: Literal["created", "removed"]
+    key: str
+    size: int
+    event_time: str
+
+    def segment(self, prefix: str) -> SegmentKey:
+        return parse_key(self.key, prefix)
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> SegmentEvent:
+        data = json.loads(raw)
+        if data.get("kind") not in (CREATED, REMOVED):
+            raise ValueError(f"unknown event kind {data.get('kind')!r}")
+        return cls(data["kind"], data["key"], int(data.get("size", 0)), data.get("event_time", ""))
+
+
+def partition_key(source: SourcePartition) -> str:
+    region, topic, partition = source
+    return f"{region}/{topic}/{partition}"
+
+
+def events_partition(source: SourcePartition, partitions: int) -> int:
+    """The segment-events partition carrying ``source``'s events (stable across runs)."""
+    return zlib.crc32(partition_key(source).encode()) % partitions
+
+
+@dataclass(frozen=True)
+class ParsedNotification:
+    events: list[tuple[SourcePartition, SegmentEvent]]
+    ignored: list[str]
+    """Why records were ignored: test events, foreign keys, unconfigured sources."""
+
+
+def parse_notification(body: str, prefix: str, sources: set[tuple[str, str]]) -> ParsedNotification:
+    """Parse one SQS message body of S3 notifications.
+
+    Raises ``ValueError`` when the body is not an S3 notification at all: such a message
+    must not be deleted (it goes to the dead-letter queue after its retries).
+    """
+    data = json.loads(body)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    if data.get("Event") == "s3:TestEvent":
+        return ParsedNotification([], ["s3:TestEvent"])
+    records = data.get("Records")
+    if not isinstance(records, list):
+        raise ValueError("no Records list")
+    events: list[tuple[SourcePartition, SegmentEvent]] = []
+    ignored: list[str] = []
+    for record in records:
+        name = str(record.get("eventName", ""))
+        if name.startswith("ObjectCreated:"):
+            kind: Literal["created", "removed"] = CREATED
+        elif name.startswith("ObjectRemoved:"):
+            kind = REMOVED
+        else:
+            ignored.append(f"event {name!r}")
+            continue
+        obj = record.get("s3", {}).get("object", {})
+        key = unquote_plus(str(obj.get("key", "")))
+        try:
+            segment = parse_key(key, prefix)
+        except SegmentKeyError:
+            ignored.append(f"not a segment key: {key}")
+            continue
+        if (segment.region, segment.topic) not in sources:
+            ignored.append(f"not a configured source: {key}")
+            continue
+        event = SegmentEvent(
+            kind, key, int(obj.get("size", 0) or 0), str(record.get("eventTime", ""))
+        )
+        events.append(((segment.region, segment.topic, segment.partition), event))
+    return ParsedNotification(events, ignored)
