@@ -19,8 +19,8 @@ from urllib.parse import unquote_plus
 from replicator.errors import SegmentKeyError
 from replicator.segment_key import SegmentKey, parse_key
 
-CREATED = "created"
-REMOVED = "removed"
+CREATED: Literal["created"] = "created"
+REMOVED: Literal["removed"] = "removed"
 SourcePartition = tuple[str, str, int]
 """(source region, source topic, partition)"""
 

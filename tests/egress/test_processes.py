@@ -236,10 +236,8 @@ def test_streaming_picks_up_new_topics_serves_metrics_and_stops_cleanly_on_sigte
         while True:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
                 text = r.read().decode()
-            if (
-                f'replicator_egress_records_total{{partition="0",region="{SOURCE}",topic="{second}"}} 16.0'
-                in text
-            ):
+            sample = f'partition="0",region="{SOURCE}",topic="{second}"}} 16.0'
+            if f"replicator_egress_records_total{{{sample}" in text:
                 break
             assert time.monotonic() < deadline, text[-3000:]
             time.sleep(1)
