@@ -63,6 +63,14 @@ def _egress(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ingress(args: argparse.Namespace) -> int:
+    from ingress.service import run_ingress
+
+    config = _load(args)
+    _require(config, "ingress", args.config)
+    return run_ingress(config, stop_at_end=args.stop_at_end)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="replicator",
@@ -103,6 +111,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     egress.add_argument("--master", help="Spark master URL (default local[*])")
     egress.set_defaults(handler=_egress)
+
+    ingress = commands.add_parser(
+        "ingress", help="replay segments into the [ingress] region's Kafka (long-running)"
+    )
+    ingress.add_argument("--config", required=True, help="deployment config (TOML)")
+    ingress.add_argument(
+        "--stop-at-end",
+        action="store_true",
+        help="replay every segment present at start, write final checkpoints, exit",
+    )
+    ingress.set_defaults(handler=_ingress)
     return parser
 
 

@@ -229,8 +229,26 @@ class IngressSource(_Model):
 class IngressConfig(_Model):
     region: RegionName
     segment_events_topic: TopicName = "replicator.segmentevents"
+    segment_events_partitions: PositiveInt = 16
+    """Units of work placement: each instance owns the source partitions hashed to the
+    events-topic partitions Kafka assigns it."""
+    segment_events_retention: Duration = 7 * 86400.0
     checkpoint_topic: TopicName = "replicator.checkpoint"
+    checkpoint_partitions: PositiveInt = 8
+    group_id: str = Field(default="replicator-ingress", min_length=1)
+    on_lost_segment: Literal["fail", "skip"] = "fail"
+    relist_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 30.0
+    """How often an idle partition re-lists its segments, in case an event was lost."""
+    checkpoint_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 1.0
+    """Longest a transaction (records plus their checkpoint) stays open while producing."""
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
     sources: list[IngressSource] = Field(default_factory=list)
+
+    def source(self, region: str, topic: str) -> IngressSource:
+        for source in self.sources:
+            if (source.region, source.topic) == (region, topic):
+                return source
+        raise KeyError(f"no ingress source {region}/{topic}")
 
 
 class CompactionTopicConfig(_Model):

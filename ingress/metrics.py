@@ -1,0 +1,88 @@
+"""Ingress metrics (one registry per service instance)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from replicator.metrics import serve
+
+LABELS = ["region", "topic", "partition"]
+
+
+class IngressMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.records = Counter(
+            "replicator_ingress_records", "Records produced to the destination", LABELS, registry=r
+        )
+        self.bytes = Counter(
+            "replicator_ingress_bytes", "Key and value bytes produced", LABELS, registry=r
+        )
+        self.segments_read = Counter(
+            "replicator_ingress_segments_read", "Segments replayed completely", LABELS, registry=r
+        )
+        self.checkpoint_offset = Gauge(
+            "replicator_ingress_checkpoint_offset",
+            "Next source offset in the last checkpoint",
+            LABELS,
+            registry=r,
+        )
+        self.lag_records = Gauge(
+            "replicator_ingress_lag_records",
+            "Offsets in known segments not yet replayed",
+            LABELS,
+            registry=r,
+        )
+        self.lag_seconds = Gauge(
+            "replicator_ingress_lag_seconds",
+            "Now minus the source timestamp of the last record produced",
+            LABELS,
+            registry=r,
+        )
+        self.late_segments = Counter(
+            "replicator_ingress_late_segments",
+            "Times a partition waited for a missing segment",
+            LABELS,
+            registry=r,
+        )
+        self.lost_segments = Counter(
+            "replicator_ingress_lost_segments",
+            "Missing segments given up on after lost_segment_timeout",
+            LABELS,
+            registry=r,
+        )
+        self.halted = Gauge(
+            "replicator_ingress_partition_halted",
+            "1 while a partition is halted (corrupt or lost segment)",
+            LABELS,
+            registry=r,
+        )
+        self.sqs_received = Counter(
+            "replicator_ingress_sqs_messages_received",
+            "SQS messages received",
+            ["region"],
+            registry=r,
+        )
+        self.sqs_invalid = Counter(
+            "replicator_ingress_sqs_messages_invalid",
+            "SQS messages that are not S3 notifications (left for the dead-letter queue)",
+            ["region"],
+            registry=r,
+        )
+        self.owned = Gauge(
+            "replicator_ingress_owned_partitions",
+            "Source partitions this instance replays",
+            ["region"],
+            registry=r,
+        )
+        self._server: Any = None
+
+    def serve(self, port: int) -> None:
+        self._server = serve(self.registry, port, "ingress")
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()

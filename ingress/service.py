@@ -1,0 +1,277 @@
+"""The ingress service: any number of instances with the same config share the work.
+
+Each instance (1) moves S3 notifications from SQS to the segment-events topic, (2) joins
+the ingress consumer group on that topic — Kafka assigns each instance some events-topic
+partitions, and with them the source partitions hashed to them (no other coordinator) —
+and (3) runs a worker per owned source partition. When an instance dies or joins, Kafka
+moves partitions; the new owner fences the old one and resumes from the destination.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from ingress.metrics import IngressMetrics
+from ingress.segment_events import SegmentEvent, events_partition
+from ingress.sqs_bridge import SqsBridge
+from ingress.worker import PartitionWorker
+from replicator.config import Config, IngressConfig, IngressSource
+from replicator.errors import BrokerError, ConfigError, ReplicatorError
+from replicator.kafka_clients import client_config, ensure_topic
+from replicator.s3 import ObjectNotFoundError
+from replicator.segment_key import topic_descriptor_key
+from replicator.segment_store import SegmentStore
+
+log = logging.getLogger(__name__)
+
+RESTART_BACKOFF = 5.0
+SourceKey = tuple[str, str, int]
+
+
+class DestinationMismatch(ReplicatorError):
+    """The destination topic exists with fewer partitions than the source."""
+
+
+def ingress_section(config: Config) -> IngressConfig:
+    if config.ingress is None:
+        raise ConfigError("config", [("ingress", "missing [ingress] section")])
+    return config.ingress
+
+
+class IngressService:
+    def __init__(
+        self, config: Config, *, stop_at_end: bool = False, handle_signals: bool = True
+    ) -> None:
+        self.config = config
+        self.ingress = ingress_section(config)
+        self.region = self.ingress.region
+        self.stop_at_end = stop_at_end
+        self._handle_signals = handle_signals
+        self.kafka = client_config(config.region(self.region).kafka)
+        self.metrics = IngressMetrics()
+        self.store = SegmentStore.for_region(config, self.region)
+        self.workers: dict[SourceKey, PartitionWorker] = {}
+        self._partitions: dict[tuple[str, str], int] = {}
+        self._owned_events: set[int] = set()
+        self._assigned_once = threading.Event()
+        self._restart_at: dict[SourceKey, float] = {}
+        self._stop = threading.Event()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        log.info("received %s: stopping", signal.Signals(signum).name)
+        self._stop.set()
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Create the service's topics and the destination topics; fail on a destination
+        with fewer partitions than its source, before anything is produced."""
+        admin = AdminClient(self.kafka)
+        try:
+            ensure_topic(
+                admin,
+                self.ingress.segment_events_topic,
+                self.ingress.segment_events_partitions,
+                {
+                    "cleanup.policy": "delete",
+                    "retention.ms": str(int(self.ingress.segment_events_retention * 1000)),
+                },
+            )
+            ensure_topic(
+                admin,
+                self.ingress.checkpoint_topic,
+                self.ingress.checkpoint_partitions,
+                {"cleanup.policy": "compact"},
+            )
+            for source in self.ingress.sources:
+                self._prepare_destination(admin, source)
+        except KafkaException as exc:
+            raise BrokerError(
+                f"Kafka of region {self.region} unreachable: {exc.args[0].str()}"
+            ) from None
+
+    def _descriptor(self, source: IngressSource) -> dict[str, Any] | None:
+        key = topic_descriptor_key(self.config.s3.prefix, source.region, source.topic)
+        try:
+            data = self.store.get_json(key)
+        except ObjectNotFoundError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _prepare_destination(self, admin: AdminClient, source: IngressSource) -> None:
+        descriptor = self._descriptor(source)
+        if descriptor is not None:
+            partitions = int(descriptor["partitions"])
+            configs = {k: str(v) for k, v in descriptor.get("configs", {}).items()}
+        else:
+            listed = self.store.list_partitions(source.region, source.topic)
+            partitions = max(listed) + 1 if listed else 0
+            configs = {}
+        if partitions == 0:
+            log.info("no segments or descriptor yet for %s/%s", source.region, source.topic)
+            return
+        self._partitions[(source.region, source.topic)] = partitions
+        metadata = admin.list_topics(timeout=30)
+        existing = metadata.topics.get(source.destination)
+        if existing is not None and existing.error is None:
+            if len(existing.partitions) < partitions:
+                raise DestinationMismatch(
+                    f"destination topic {source.destination} has {len(existing.partitions)} "
+                    f"partitions but source {source.region}/{source.topic} has {partitions}; "
+                    "add partitions to the destination (nothing was produced)"
+                )
+            return
+        if ensure_topic(admin, source.destination, partitions, configs):
+            log.info(
+                "created destination topic %s: %d partitions, configs %s",
+                source.destination,
+                partitions,
+                configs,
+            )
+
+    # -- running --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        self.prepare()
+        if self.ingress.metrics_port is not None:
+            self.metrics.serve(self.ingress.metrics_port)
+        previous = {}
+        if self._handle_signals:
+            previous = {
+                s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)
+            }
+        bridge = SqsBridge(self.config, self.kafka, self.metrics)
+        bridge.start()
+        consumer = Consumer(
+            {
+                **self.kafka,
+                "group.id": self.ingress.group_id,
+                "partition.assignment.strategy": "roundrobin",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+                "enable.auto.commit": True,
+                "auto.offset.reset": "latest",
+            }
+        )
+        consumer.subscribe(
+            [self.ingress.segment_events_topic],
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+        )
+        try:
+            while not self._stop.is_set():
+                message = consumer.poll(0.5)
+                if message is not None:
+                    self._dispatch(message)
+                self._supervise()
+                if self.stop_at_end and self._finished():
+                    break
+        finally:
+            consumer.close()
+            self._stop_workers(list(self.workers))
+            bridge.stop()
+            bridge.join(10)
+            self.metrics.close()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        halted = [w for w in self.workers.values() if w.status.state == "halted"]
+        return 1 if halted else 0
+
+    def _finished(self) -> bool:
+        if not self._assigned_once.is_set():
+            return False
+        return all(w.status.state in ("done", "halted") for w in self.workers.values())
+
+    def _owned_sources(self, events: set[int]) -> list[SourceKey]:
+        owned = []
+        for (region, topic), count in sorted(self._partitions.items()):
+            for partition in range(count):
+                key = (region, topic, partition)
+                if events_partition(key, self.ingress.segment_events_partitions) in events:
+                    owned.append(key)
+        return owned
+
+    def _on_assign(self, _consumer: Consumer, partitions: list[Any]) -> None:
+        self._owned_events |= {p.partition for p in partitions}
+        if not self._partitions:
+            try:
+                admin = AdminClient(self.kafka)
+                for source in self.ingress.sources:
+                    self._prepare_destination(admin, source)
+            except ReplicatorError as exc:
+                log.warning("could not read source partitions yet: %s", exc)
+        for key in self._owned_sources(self._owned_events):
+            if key not in self.workers:
+                self._start_worker(key)
+        self.metrics.owned.labels(self.region).set(len(self.workers))
+        self._assigned_once.set()
+        log.info(
+            "owning %d source partitions (events partitions %s)",
+            len(self.workers),
+            sorted(self._owned_events),
+        )
+
+    def _on_revoke(self, _consumer: Consumer, partitions: list[Any]) -> None:
+        revoked = {p.partition for p in partitions}
+        self._owned_events -= revoked
+        keep = set(self._owned_sources(self._owned_events))
+        self._stop_workers([k for k in self.workers if k not in keep])
+        self.metrics.owned.labels(self.region).set(len(self.workers))
+
+    def _start_worker(self, key: SourceKey) -> None:
+        region, topic, partition = key
+        source = self.ingress.source(region, topic)
+        worker = PartitionWorker(
+            self.config, source, partition, self.kafka, self.metrics, stop_at_end=self.stop_at_end
+        )
+        self.workers[key] = worker
+        worker.start()
+
+    def _stop_workers(self, keys: list[SourceKey]) -> None:
+        for key in keys:
+            self.workers[key].stop()
+        for key in keys:
+            self.workers.pop(key).join(60)
+
+    def _supervise(self) -> None:
+        """Restart workers that failed on a passing error (broker or bucket unreachable)."""
+        now = time.monotonic()
+        for key, worker in list(self.workers.items()):
+            if worker.is_alive() or worker.status.state != "failed":
+                continue
+            due = self._restart_at.setdefault(key, now + RESTART_BACKOFF)
+            if now >= due:
+                del self._restart_at[key]
+                log.info("restarting the worker of %s/%s partition %d", *key)
+                self.workers.pop(key)
+                self._start_worker(key)
+
+    def _dispatch(self, message: Any) -> None:
+        error = message.error()
+        if error is not None:
+            if error.code() != KafkaError._PARTITION_EOF:
+                log.warning("segment-events topic: %s", error.str())
+            return
+        try:
+            event = SegmentEvent.from_json(message.value())
+            key = event.segment(self.config.s3.prefix)
+        except (ValueError, KeyError, ReplicatorError):
+            return
+        worker = self.workers.get((key.region, key.topic, key.partition))
+        if worker is not None:
+            worker.notify(event)
+
+
+def run_ingress(config: Config, *, stop_at_end: bool = False) -> int:
+    return IngressService(config, stop_at_end=stop_at_end).run()

@@ -1,0 +1,326 @@
+"""The worker of one source partition: replays its segments into the destination partition
+of the same number, in offset order, exactly once.
+
+It keeps an index of the partition's segments built from S3 listings and updated by
+segment events. Events only say "look again": a lost, duplicated, late or reordered event
+changes when the worker notices a segment, never what it replays, because the listing is
+the truth and records below the next offset are skipped.
+
+Order of work per segment: read a row group (verified), produce its records at or after the
+next offset, and at least every ``checkpoint_interval`` and at the segment's end: flush,
+write the checkpoint, commit the transaction (see :mod:`ingress.destination`).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pyarrow.compute as pc
+
+from ingress.destination import OwnershipLost, PartitionProducer, Target, resume_point
+from ingress.metrics import IngressMetrics
+from ingress.replay_plan import Gap, ReadNext, lowest_start, next_step, retry_intervals
+from ingress.segment_events import REMOVED, SegmentEvent
+from replicator.config import Config, IngressSource
+from replicator.errors import (
+    CorruptSegmentError,
+    ReplicatorError,
+    SegmentKeyError,
+    SegmentMismatchError,
+)
+from replicator.s3 import ObjectNotFoundError
+from replicator.segment_key import SegmentKey
+from replicator.segment_store import SegmentStore, StoredSegment
+
+log = logging.getLogger(__name__)
+
+
+class PartitionHalted(ReplicatorError):
+    """This partition stops (others go on): a corrupt segment or a lost one."""
+
+
+@dataclass
+class WorkerStatus:
+    state: str = "starting"
+    """starting | waiting | replaying | caught-up | done | halted | failed | stopped"""
+    next_offset: int | None = None
+    reason: str = ""
+
+
+class PartitionWorker(threading.Thread):
+    def __init__(
+        self,
+        config: Config,
+        source: IngressSource,
+        partition: int,
+        kafka: dict[str, Any],
+        metrics: IngressMetrics,
+        *,
+        stop_at_end: bool = False,
+    ) -> None:
+        super().__init__(name=f"ingress-{source.topic}-{partition}", daemon=True)
+        assert config.ingress is not None
+        self.config = config
+        self.ingress = config.ingress
+        self.source = source
+        self.partition = partition
+        self.kafka = kafka
+        self.metrics = metrics
+        self.stop_at_end = stop_at_end
+        self.status = WorkerStatus()
+        self.events: queue.Queue[SegmentEvent] = queue.Queue()
+        self.failure: BaseException | None = None
+        self._stop = threading.Event()
+        self._store = SegmentStore.for_region(config, self.ingress.region)
+        self._index: dict[SegmentKey, StoredSegment] = {}
+        self._target_end: int | None = None
+        self._labels = (source.region, source.topic, str(partition))
+        self.target = Target(source.region, source.topic, partition, source.destination)
+
+    # -- control --------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def notify(self, event: SegmentEvent) -> None:
+        self.events.put(event)
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except OwnershipLost as exc:
+            self.status.state = "stopped"
+            log.info("%s: %s", self.name, exc)
+        except PartitionHalted as exc:
+            self.status.state, self.status.reason = "halted", str(exc)
+            self.metrics.halted.labels(*self._labels).set(1)
+            log.error("partition halted: %s", exc)
+        except BaseException as exc:  # reported, and the service restarts the worker
+            self.status.state, self.status.reason = "failed", str(exc)
+            self.failure = exc
+            log.error(
+                "%s failed: %s", self.name, exc, exc_info=not isinstance(exc, ReplicatorError)
+            )
+
+    # -- the replay loop ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        producer = PartitionProducer(
+            self.kafka,
+            self.ingress.group_id,
+            self.target,
+            self.ingress.checkpoint_topic,
+            self.ingress.checkpoint_partitions,
+        )
+        try:
+            resume = resume_point(
+                self.kafka,
+                self.target,
+                self.ingress.checkpoint_topic,
+                self.ingress.checkpoint_partitions,
+            )
+            self._relist()
+            if self.stop_at_end:
+                self._target_end = max((k.end for k in self._index), default=-1)
+            next_offset = resume.next_source_offset
+            if next_offset is None:
+                next_offset = self._first_offset()
+                if next_offset is None:
+                    return
+            log.info("%s resumes at source offset %d", self.name, next_offset)
+            self.status.next_offset = next_offset
+            self._replay(producer, next_offset)
+        finally:
+            producer.close()
+
+    def _first_offset(self) -> int | None:
+        """No checkpoint and nothing produced yet: wait ``first_segment_delay`` after the
+        first segment appeared (late segments of lower offsets may still arrive), then
+        start at the lowest offset present."""
+        self.status.state = "waiting"
+        while not self._stop.is_set():
+            if self._index:
+                appeared = min(
+                    (s.last_modified.timestamp() for s in self._index.values() if s.last_modified),
+                    default=time.time(),
+                )
+                wait = appeared + self.source.first_segment_delay - time.time()
+                if wait <= 0 or self.stop_at_end:
+                    return lowest_start(self._index)
+                self._wait_for_events(min(wait, self.ingress.relist_interval))
+            else:
+                if self.stop_at_end:
+                    self.status.state = "done"
+                    return None
+                self._wait_for_events(self.ingress.relist_interval)
+            self._relist()
+        return None
+
+    def _replay(self, producer: PartitionProducer, next_offset: int) -> None:
+        late_since: tuple[int, int] | None = None  # (gap start, retries used)
+        while not self._stop.is_set():
+            self._apply_events()
+            if self._target_end is not None and next_offset > self._target_end:
+                self.status.state = "done"
+                return
+            step = next_step(next_offset, self._index)
+            self._report_lag(next_offset)
+            if isinstance(step, ReadNext):
+                late_since = None
+                next_offset = self._replay_segment(producer, self._index[step.segment], next_offset)
+                self.status.next_offset = next_offset
+            elif isinstance(step, Gap):
+                late_since, next_offset = self._handle_gap(step, late_since, next_offset)
+            else:
+                self.status.state = "caught-up"
+                if self.stop_at_end:
+                    self.status.state = "done"
+                    return
+                self._wait_for_events(self.ingress.relist_interval)
+                self._relist()
+
+    def _handle_gap(
+        self, gap: Gap, late: tuple[int, int] | None, next_offset: int
+    ) -> tuple[tuple[int, int] | None, int]:
+        intervals = retry_intervals(
+            self.source.late_segment_retries, self.source.lost_segment_timeout
+        )
+        if late is None or late[0] != gap.first:
+            late = (gap.first, 0)
+            self.metrics.late_segments.labels(*self._labels).inc()
+            log.warning(
+                "%s: offsets %d..%d missing while later segments exist; waiting",
+                self.name,
+                gap.first,
+                gap.last,
+            )
+        if late[1] < len(intervals):
+            self.status.state = "waiting"
+            self._wait_for_events(intervals[late[1]])
+            self._relist()
+            return (late[0], late[1] + 1), next_offset
+        self.metrics.lost_segments.labels(*self._labels).inc()
+        message = (
+            f"lost segment: {self.source.region}/{self.source.topic} partition "
+            f"{self.partition} offsets {gap.first}..{gap.last} did not appear within "
+            f"{self.source.lost_segment_timeout:.0f}s"
+        )
+        if self.ingress.on_lost_segment == "fail":
+            raise PartitionHalted(message)
+        log.error("%s; skipping them (on_lost_segment = skip)", message)
+        return None, gap.last + 1
+
+    def _replay_segment(
+        self, producer: PartitionProducer, stored: StoredSegment, next_offset: int
+    ) -> int:
+        """Produce the segment's records from ``next_offset``; returns the next offset.
+
+        Whatever stops the replay part-way (a stop request, the segment removed by
+        compaction, a corrupt row group) commits what was produced from verified row groups
+        instead of aborting: brokers that show aborted records to readers would otherwise
+        see them twice.
+        """
+        self.status.state = "replaying"
+        produced_until: int | None = None  # next offset after the open transaction's records
+        try:
+            opened = time.monotonic()
+            for table in self._store.open(stored).iter_tables():
+                if self._stop.is_set():
+                    break
+                offsets = table.column("offset")
+                if len(table) == 0 or offsets[-1].as_py() < next_offset:
+                    continue
+                table = table.filter(pc.greater_equal(offsets, next_offset))
+                producer.begin()
+                producer.produce(table)
+                self._count(table)
+                next_offset = produced_until = table.column("offset")[-1].as_py() + 1
+                if time.monotonic() - opened >= self.ingress.checkpoint_interval:
+                    producer.commit(next_offset)
+                    produced_until = None
+                    opened = time.monotonic()
+            else:
+                producer.begin()
+                producer.commit(stored.key.end + 1)
+                self.metrics.segments_read.labels(*self._labels).inc()
+                self.metrics.checkpoint_offset.labels(*self._labels).set(stored.key.end + 1)
+                return stored.key.end + 1
+        except ObjectNotFoundError:
+            log.info("%s: %s was removed; re-listing", self.name, stored.s3_key)
+            self._relist()
+        except (CorruptSegmentError, SegmentMismatchError) as exc:
+            self._commit_progress(producer, produced_until)
+            raise PartitionHalted(f"cannot replay {exc}") from None
+        self._commit_progress(producer, produced_until)
+        return next_offset
+
+    def _commit_progress(self, producer: PartitionProducer, produced_until: int | None) -> None:
+        if produced_until is not None:
+            producer.commit(produced_until)
+            self.metrics.checkpoint_offset.labels(*self._labels).set(produced_until)
+
+    # -- bookkeeping ----------------------------------------------------------------------
+
+    def _count(self, table: Any) -> None:
+        size = sum(pc.sum(pc.binary_length(table.column(c))).as_py() or 0 for c in ("key", "value"))
+        self.metrics.records.labels(*self._labels).inc(len(table))
+        self.metrics.bytes.labels(*self._labels).inc(size)
+        last_ms = table.column("timestamp")[-1].value
+        if last_ms is not None and last_ms > 0:
+            self.metrics.lag_seconds.labels(*self._labels).set(
+                max(0.0, time.time() - last_ms / 1000)
+            )
+
+    def _report_lag(self, next_offset: int) -> None:
+        end = max((k.end for k in self._index), default=next_offset - 1)
+        self.metrics.lag_records.labels(*self._labels).set(max(0, end + 1 - next_offset))
+
+    def _relist(self) -> None:
+        segments = self._store.list_segments(self.source.region, self.source.topic, self.partition)
+        self._index = {s.key: s for s in segments}
+
+    def _apply_events(self) -> bool:
+        """Fold queued events into the index; True if any arrived."""
+        changed = False
+        while True:
+            try:
+                event = self.events.get_nowait()
+            except queue.Empty:
+                return changed
+            changed = True
+            try:
+                key = event.segment(self.config.s3.prefix)
+            except SegmentKeyError:
+                continue
+            if event.kind == REMOVED:
+                self._index.pop(key, None)
+                self._relist()
+            elif key not in self._index:
+                modified = _parse_time(event.event_time)
+                self._index[key] = StoredSegment(key, event.key, event.size, modified)
+
+    def _wait_for_events(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self._stop.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            try:
+                event = self.events.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                continue
+            self.events.put(event)
+            return
+
+
+def _parse_time(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return datetime.now(UTC)
