@@ -38,15 +38,15 @@ class SqsBridge(threading.Thread):
         )
         self._sqs = sqs_client(config, self.region)
         self._queue_url: str | None = None
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
         self.healthy = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
 
     def run(self) -> None:
         backoff = 1.0
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             try:
                 self.pump_once()
                 backoff = 1.0
@@ -58,11 +58,11 @@ class SqsBridge(threading.Thread):
                     backoff,
                     exc,
                 )
-                self._stop.wait(backoff)
+                self._stopping.wait(backoff)
                 backoff = min(MAX_BACKOFF, backoff * 2)
             except BufferError as exc:
                 log.warning("segment-events producer queue full: %s", exc)
-                self._stop.wait(backoff)
+                self._stopping.wait(backoff)
         self._producer.flush(10)
 
     def _url(self) -> str:

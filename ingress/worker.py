@@ -76,7 +76,7 @@ class PartitionWorker(threading.Thread):
         self.status = WorkerStatus()
         self.events: queue.Queue[SegmentEvent] = queue.Queue()
         self.failure: BaseException | None = None
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
         self._store = SegmentStore.for_region(config, self.ingress.region)
         self._index: dict[SegmentKey, StoredSegment] = {}
         self._target_end: int | None = None
@@ -86,7 +86,7 @@ class PartitionWorker(threading.Thread):
     # -- control --------------------------------------------------------------------------
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
 
     def notify(self, event: SegmentEvent) -> None:
         self.events.put(event)
@@ -144,7 +144,7 @@ class PartitionWorker(threading.Thread):
         first segment appeared (late segments of lower offsets may still arrive), then
         start at the lowest offset present."""
         self.status.state = "waiting"
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             if self._index:
                 appeared = min(
                     (s.last_modified.timestamp() for s in self._index.values() if s.last_modified),
@@ -164,7 +164,7 @@ class PartitionWorker(threading.Thread):
 
     def _replay(self, producer: PartitionProducer, next_offset: int) -> None:
         late_since: tuple[int, int] | None = None  # (gap start, retries used)
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             self._apply_events()
             if self._target_end is not None and next_offset > self._target_end:
                 self.status.state = "done"
@@ -231,7 +231,7 @@ class PartitionWorker(threading.Thread):
         try:
             opened = time.monotonic()
             for table in self._store.open(stored).iter_tables():
-                if self._stop.is_set():
+                if self._stopping.is_set():
                     break
                 offsets = table.column("offset")
                 if len(table) == 0 or offsets[-1].as_py() < next_offset:
@@ -307,7 +307,7 @@ class PartitionWorker(threading.Thread):
 
     def _wait_for_events(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
-        while not self._stop.is_set():
+        while not self._stopping.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return
