@@ -33,6 +33,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from ingress import provenance
 from ingress.checkpoints import Checkpoint, checkpoint_key, checkpoint_partition
 from replicator.errors import BrokerError, ReplicatorError
+from replicator.faults import crash_point
 
 log = logging.getLogger(__name__)
 
@@ -274,6 +275,7 @@ class PartitionProducer:
         self._call(lambda: self._producer.flush(60))
         if self._failure is not None:
             raise self._failure
+        crash_point("ingress-after-produce-before-checkpoint")
         t = self.target
         checkpoint = Checkpoint(
             t.destination_topic,

@@ -2,8 +2,8 @@
 topic. Pure functions.
 
 An event names one object (created or removed) of a configured source. Its Kafka key is
-the source partition ("region/topic/partition") and its events-topic partition is a stable
-hash of that key, so that every event of one source partition lands on one events-topic
+the source partition ("region/topic/partition") and its events-topic partition a stable
+function of it, so that every event of one source partition lands on one events-topic
 partition — and the instance that owns that events-topic partition (by Kafka group
 membership) owns the source partition.
 """
@@ -52,8 +52,13 @@ def partition_key(source: SourcePartition) -> str:
 
 
 def events_partition(source: SourcePartition, partitions: int) -> int:
-    """The segment-events partition carrying ``source``'s events (stable across runs)."""
-    return zlib.crc32(partition_key(source).encode()) % partitions
+    """The segment-events partition carrying ``source``'s events (stable across runs).
+
+    Consecutive partitions of one topic go to consecutive events partitions, so a topic's
+    partitions spread evenly over the instances that share the events topic.
+    """
+    region, topic, partition = source
+    return (zlib.crc32(f"{region}/{topic}".encode()) + partition) % partitions
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ def destination_records(local_stack, setup, partition):
     """Destination records without the provenance header, and their provenance offsets."""
     records = read_partition(local_stack.bootstrap(DESTINATION), setup.destination, partition)
     stripped, sources = [], []
-    for offset, ts, ts_type, key, value, headers in records:
+    for _offset, ts, ts_type, key, value, headers in records:
         kept = tuple(h for h in headers if h[0] != provenance.HEADER)
         sources.append(provenance.source_offset(list(headers), SOURCE, setup.topic, partition))
         stripped.append((ts, ts_type, key, value, kept))
