@@ -81,9 +81,10 @@ class StackSpec:
     access_key_id: str
     secret_access_key: str
     brokers: dict[str, tuple[str, int]]
-    buckets: tuple[str, ...]
+    buckets: dict[str, str]
+    """bucket -> its AWS region"""
     queues: dict[str, str] = field(default_factory=dict)
-    """bucket -> queue receiving its notifications"""
+    """bucket -> queue receiving its notifications (in the bucket's AWS region)"""
     replication: tuple[tuple[str, str], ...] = ()
     """(source bucket, destination bucket) pairs"""
 
@@ -111,7 +112,7 @@ class StackSpec:
             access_key_id=config.s3.access_key_id or "test",
             secret_access_key=secret.get_secret_value() if secret else "test",
             brokers=brokers,
-            buckets=tuple(r.bucket for r in config.regions.values()),
+            buckets={r.bucket: r.aws_region or name for name, r in config.regions.items()},
             queues=queues,
             replication=tuple(pairs),
         )
@@ -358,16 +359,17 @@ class Stack:
 
     # -- S3 and SQS resources -------------------------------------------------------------
 
-    def s3_client(self) -> S3Client:
-        return boto3.client("s3", **self._aws_kwargs())
+    def s3_client(self, aws_region: str | None = None) -> S3Client:
+        return boto3.client("s3", **self._aws_kwargs(aws_region))
 
-    def sqs_client(self) -> SQSClient:
-        return boto3.client("sqs", **self._aws_kwargs())
+    def sqs_client(self, aws_region: str | None = None) -> SQSClient:
+        """SQS queues live in one AWS region: ask for the queue's own."""
+        return boto3.client("sqs", **self._aws_kwargs(aws_region))
 
-    def _aws_kwargs(self) -> dict[str, Any]:
+    def _aws_kwargs(self, aws_region: str | None) -> dict[str, Any]:
         return {
             "endpoint_url": self.spec.s3_endpoint,
-            "region_name": self.spec.aws_region,
+            "region_name": aws_region or self.spec.aws_region,
             "aws_access_key_id": self.spec.access_key_id,
             "aws_secret_access_key": self.spec.secret_access_key,
             "config": BotoConfig(
@@ -384,11 +386,13 @@ class Stack:
 
     def provision(self) -> None:
         """Create the buckets, queues, notifications and lifecycle rules (idempotent)."""
-        s3, sqs = self.s3_client(), self.sqs_client()
-        for bucket in self.spec.buckets:
-            create_bucket(s3, bucket, self.spec.aws_region)
+        for bucket, aws_region in self.spec.buckets.items():
+            create_bucket(self.s3_client(aws_region), bucket, aws_region)
         for bucket, queue in self.spec.queues.items():
-            connect_bucket_to_queue(s3, sqs, bucket, queue)
+            aws_region = self.spec.buckets[bucket]
+            connect_bucket_to_queue(
+                self.s3_client(aws_region), self.sqs_client(aws_region), bucket, queue
+            )
 
     # -- down -----------------------------------------------------------------------------
 

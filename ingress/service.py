@@ -178,6 +178,8 @@ class IngressService:
                 if self.stop_at_end and self._finished():
                     break
         finally:
+            # Before close(): its revoke callback stops and forgets the workers.
+            halted = [w.status.reason for w in self.workers.values() if w.status.state == "halted"]
             consumer.close()
             self._stop_workers(list(self.workers))
             bridge.stop()
@@ -185,7 +187,8 @@ class IngressService:
             self.metrics.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-        halted = [w for w in self.workers.values() if w.status.state == "halted"]
+        if halted:
+            log.error("%d partitions halted: %s", len(halted), "; ".join(halted))
         return 1 if halted else 0
 
     def _finished(self) -> bool:

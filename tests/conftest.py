@@ -87,8 +87,9 @@ class LocalStack:
     def s3(self):  # type: ignore[no-untyped-def]
         return self.stack.s3_client()
 
-    def sqs(self):  # type: ignore[no-untyped-def]
-        return self.stack.sqs_client()
+    def sqs(self, region: str = DESTINATION):  # type: ignore[no-untyped-def]
+        """SQS of ``region`` (queues are regional): the destination's by default."""
+        return self.stack.sqs_client(self.config.region(region).aws_region or region)
 
     def store(self, region: str, bucket: str | None = None, **kwargs) -> SegmentStore:  # type: ignore[no-untyped-def]
         store = SegmentStore.for_region(self.config, region)
@@ -101,8 +102,8 @@ class LocalStack:
             **{"part_size": self.config.s3.multipart_part_size, **kwargs},
         )
 
-    def new_bucket(self, name: str) -> str:
-        create_bucket(self.s3(), name, self.stack.spec.aws_region)
+    def new_bucket(self, name: str, region: str = SOURCE) -> str:
+        create_bucket(self.s3(), name, self.config.region(region).aws_region or region)
         return name
 
 

@@ -50,7 +50,7 @@ def ingress_setup(
     local_stack: LocalStack, unique: Callable[[str], str], tmp_path: Path
 ) -> Callable[..., IngressSetup]:
     def make(**source_options: object) -> IngressSetup:
-        bucket = local_stack.new_bucket(unique("dest"))
+        bucket = local_stack.new_bucket(unique("dest"), DESTINATION)
         queue = unique("events")
         connect_bucket_to_queue(local_stack.s3(), local_stack.sqs(), bucket, queue)
         topic, destination = unique("src.topic"), unique("dst.topic")

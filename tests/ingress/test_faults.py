@@ -1,0 +1,177 @@
+"""Ingress under faults: late and lost segments, corrupt segments, unreliable SQS."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+from ingress.service import IngressService
+from tests.conftest import DESTINATION
+from tests.ingress.test_instances import provenance_offsets, segment_batch
+
+
+def run_to_end(setup):
+    service = IngressService(setup.config, stop_at_end=True, handle_signals=False)
+    return service, service.run()
+
+
+def metric(service, name, partition):
+    value = service.metrics.registry.get_sample_value(
+        name,
+        {
+            "region": "us-east-1",
+            "topic": service.ingress.sources[0].topic,
+            "partition": str(partition),
+        },
+    )
+    return value or 0.0
+
+
+def test_a_late_segment_within_the_timeout_is_replayed_in_order(local_stack, ingress_setup):
+    setup = ingress_setup(lost_segment_timeout="6s")
+    setup.put_descriptor(1)
+    setup.put_segment(0, 0, 9, segment_batch(0, 10))
+    setup.put_segment(0, 20, 29, segment_batch(20, 10))
+
+    def arrive_late() -> None:
+        # Once the worker has replayed 0..9 it is waiting at the gap.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if len(provenance_offsets(local_stack, setup, 0)) >= 10:
+                    break
+            except Exception:  # the destination topic does not exist yet
+                pass
+            time.sleep(0.2)
+        setup.put_segment(0, 10, 19, segment_batch(10, 10))
+
+    late = threading.Thread(target=arrive_late)
+    late.start()
+    service, code = run_to_end(setup)
+    late.join()
+    assert code == 0
+    assert provenance_offsets(local_stack, setup, 0) == list(range(30))
+    assert metric(service, "replicator_ingress_late_segments_total", 0) == 1
+    assert metric(service, "replicator_ingress_lost_segments_total", 0) == 0
+
+
+def test_a_lost_segment_halts_only_its_partition_with_the_missing_range(
+    local_stack, ingress_setup, caplog
+):
+    setup = ingress_setup(lost_segment_timeout="2s")
+    setup.put_descriptor(2)
+    for partition in (0, 1):
+        setup.put_segment(partition, 0, 9, segment_batch(0, 10))
+        setup.put_segment(partition, 20, 29, segment_batch(20, 10))
+    setup.put_segment(1, 10, 19, segment_batch(10, 10))
+    with caplog.at_level(logging.ERROR):
+        service, code = run_to_end(setup)
+    assert code == 1
+    lost = [m for m in (r.getMessage() for r in caplog.records) if m.startswith("partition halted")]
+    assert len(lost) == 1
+    assert f"{setup.topic} partition 0 offsets 10..19 did not appear within 2s" in lost[0]
+    assert metric(service, "replicator_ingress_lost_segments_total", 0) == 1
+    assert metric(service, "replicator_ingress_partition_halted", 0) == 1
+    assert provenance_offsets(local_stack, setup, 0) == list(range(10))
+    assert provenance_offsets(local_stack, setup, 1) == list(range(30))
+
+
+def test_skip_continues_after_a_lost_segment(local_stack, ingress_setup):
+    setup = ingress_setup(lost_segment_timeout="1s")
+    text = setup.path.read_text().replace("[ingress]\n", '[ingress]\non_lost_segment = "skip"\n')
+    setup.path.write_text(text)
+    from replicator.config import load_config
+
+    setup.config = load_config(setup.path)
+    setup.put_descriptor(1)
+    setup.put_segment(0, 0, 9, segment_batch(0, 10))
+    setup.put_segment(0, 20, 29, segment_batch(20, 10))
+    _, code = run_to_end(setup)
+    assert code == 0
+    assert provenance_offsets(local_stack, setup, 0) == [*range(10), *range(20, 30)]
+
+
+def test_compacted_and_transactional_ranges_raise_no_lost_segment(local_stack, ingress_setup):
+    # Offsets without records (compacted away, transaction markers) are inside covered
+    # ranges: nothing is late, nothing is lost.
+    setup = ingress_setup(lost_segment_timeout="1s")
+    setup.put_descriptor(1)
+    sparse = segment_batch(0, 30).filter([i % 3 == 0 for i in range(30)])
+    setup.put_segment(0, 0, 29, sparse)
+    setup.put_segment(0, 30, 39, None)  # a range holding only markers
+    setup.put_segment(0, 40, 49, segment_batch(40, 10))
+    service, code = run_to_end(setup)
+    assert code == 0
+    assert provenance_offsets(local_stack, setup, 0) == [*range(0, 30, 3), *range(40, 50)]
+    assert metric(service, "replicator_ingress_late_segments_total", 0) == 0
+
+
+def test_a_corrupt_segment_halts_its_partition_naming_the_key(local_stack, ingress_setup, caplog):
+    setup = ingress_setup()
+    setup.put_descriptor(2)
+    for partition in (0, 1):
+        setup.put_segment(partition, 0, 9, segment_batch(0, 10))
+    setup.put_segment(1, 10, 19, segment_batch(10, 10))
+    bad = setup.put_segment(0, 10, 19, segment_batch(10, 10))
+    s3_key = bad.to_key("data")
+    local_stack.s3().put_object(Bucket=setup.store.bucket, Key=s3_key, Body=b"PAR1 garbage")
+    with caplog.at_level(logging.ERROR):
+        _, code = run_to_end(setup)
+    assert code == 1
+    assert any(s3_key in r.getMessage() and "halted" in r.getMessage() for r in caplog.records)
+    assert provenance_offsets(local_stack, setup, 0) == list(range(10))
+    assert provenance_offsets(local_stack, setup, 1) == list(range(20))
+
+
+def test_duplicated_reordered_and_dropped_events_leave_the_destination_exact(
+    local_stack, ingress_setup
+):
+    setup = ingress_setup()
+    setup.put_descriptor(1)
+    sqs = local_stack.sqs()
+    queue = sqs.get_queue_url(QueueName=setup.config.region(DESTINATION).sqs_queue)["QueueUrl"]
+    setup.put_segment(0, 0, 9, segment_batch(0, 10))
+    time.sleep(0.5)
+    sqs.purge_queue(QueueUrl=queue)  # its event is dropped before ingress sees it
+    service = IngressService(setup.config, handle_signals=False)
+
+    def feed() -> None:
+        try:
+            time.sleep(2)
+            # Out of order: later offsets first.
+            setup.put_segment(0, 30, 39, segment_batch(30, 10))
+            setup.put_segment(0, 20, 29, segment_batch(20, 10))
+            key = setup.put_segment(0, 10, 19, segment_batch(10, 10))
+            duplicate = {
+                "Records": [
+                    {
+                        "eventName": "ObjectCreated:Put",
+                        "eventTime": "2026-01-01T00:00:00Z",
+                        "s3": {"object": {"key": key.to_key("data"), "size": 1}},
+                    }
+                ]
+            }
+            for _ in range(3):
+                sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(duplicate))
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if len(provenance_offsets(local_stack, setup, 0)) >= 40:
+                    break
+                time.sleep(0.5)
+            time.sleep(2)  # let duplicates arrive after completion too
+        finally:
+            service.request_stop()
+
+    feeder = threading.Thread(target=feed)
+    feeder.start()
+    service.run()
+    feeder.join()
+    assert provenance_offsets(local_stack, setup, 0) == list(range(40))
+    assert (
+        service.metrics.registry.get_sample_value(
+            "replicator_ingress_sqs_messages_received_total", {"region": DESTINATION}
+        )
+        >= 4
+    )
