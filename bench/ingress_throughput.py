@@ -1,0 +1,148 @@
+"""Ingress throughput next to one plain confluent-kafka producer sending the same records
+from memory, in the same run.
+
+Usage: python -m bench.ingress_throughput [--records N] [--partitions P]
+Starts its own local stack on free ports; prints the figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from infra.stack import Stack, StackSpec
+from ingress.service import IngressService
+from replicator.config import load_config
+from replicator.logs import configure_logging
+from replicator.segment_format import SCHEMA
+from replicator.segment_key import SegmentKey, topic_descriptor_key
+from replicator.segment_store import SegmentStore
+
+CONFIG = """
+[s3]
+endpoint_url = "http://127.0.0.1:{s3}"
+access_key_id = "bench"
+secret_access_key = "bench"
+[regions.us-east-1]
+bucket = "bench-us-east-1"
+kafka.bootstrap_servers = "127.0.0.1:{east}"
+[regions.us-west-1]
+bucket = "bench-us-west-1"
+sqs_queue = "bench-us-west-1-events"
+kafka.bootstrap_servers = "127.0.0.1:{west}"
+[ingress]
+region = "us-west-1"
+segment_events_partitions = 8
+[[ingress.sources]]
+region = "us-east-1"
+topic = "bench"
+destination_topic = "bench.copy"
+first_segment_delay = "0s"
+"""
+SEGMENT_RECORDS = 250_000
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def workload(start: int, count: int) -> pa.RecordBatch:
+    value = os.urandom(200)
+    return pa.RecordBatch.from_pydict(
+        {"offset": list(range(start, start + count)),
+         "timestamp": [1_700_000_000_000 + i for i in range(start, start + count)],
+         "timestamp_type": [1] * count,
+         "key": [b"%016d" % i for i in range(start, start + count)],
+         "value": [value] * count,
+         "headers": [[{"key": "seq", "value": b"%08d" % i}] for i in range(start, start + count)]},
+        schema=SCHEMA,
+    )
+
+
+def plain_produce(bootstrap: str, topic: str, partitions: int,
+                  batches: list[tuple[int, pa.RecordBatch]]) -> tuple[int, float]:
+    """Send the same records from memory with one plain producer: (records, seconds)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions)])[topic].result(timeout=30)
+    rows = [(p, b.column("key").to_pylist(), b.column("value").to_pylist(),
+             b.column("headers").to_pylist(), b.column("timestamp").cast(pa.int64()).to_pylist())
+            for p, b in batches]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
+                         "queue.buffering.max.messages": 500_000, "enable.idempotence": True})
+    count = 0
+    started = time.perf_counter()
+    for partition, keys, values, headers, stamps in rows:
+        for key, value, header, stamp in zip(keys, values, headers, stamps, strict=True):
+            while True:
+                try:
+                    producer.produce(topic, key=key, value=value, partition=partition,
+                                     headers=[(h["key"], h["value"]) for h in header],
+                                     timestamp=stamp)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            count += 1
+    producer.flush(120)
+    return count, time.perf_counter() - started
+
+
+def measure(records: int, partitions: int) -> dict[str, float]:
+    root = Path(tempfile.mkdtemp(prefix="bench-ingress-"))
+    path = root / "bench.toml"
+    path.write_text(CONFIG.format(s3=_port(), east=_port(), west=_port()))
+    config = load_config(path)
+    stack = Stack(StackSpec.from_config(config, root / "stack"))
+    stack.up()
+    try:
+        store = SegmentStore.for_region(config, "us-west-1")
+        per_partition = records // partitions
+        batches = []
+        for partition in range(partitions):
+            for start in range(0, per_partition, SEGMENT_RECORDS):
+                count = min(SEGMENT_RECORDS, per_partition - start)
+                batch = workload(start, count)
+                store.write_segment(SegmentKey("us-east-1", "bench", partition, 0, start,
+                                               start + count - 1), batch)
+                batches.append((partition, batch))
+        store.put_json(topic_descriptor_key("data", "us-east-1", "bench"),
+                       {"partitions": partitions, "configs": {}})
+        bootstrap = config.region("us-west-1").kafka.bootstrap_servers
+        base_records, base_seconds = plain_produce(bootstrap, "bench.baseline", partitions, batches)
+        del batches
+        started = time.perf_counter()
+        code = IngressService(config, stop_at_end=True, handle_signals=False).run()
+        ingress_seconds = time.perf_counter() - started
+        assert code == 0
+    finally:
+        stack.down()
+    return {
+        "records": base_records,
+        "baseline_records_per_s": base_records / base_seconds,
+        "ingress_records_per_s": base_records / ingress_seconds,
+        "ingress_seconds": ingress_seconds,
+        "ratio_records_per_s": base_seconds / ingress_seconds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    args = parser.parse_args()
+    configure_logging("WARNING")
+    print(json.dumps(measure(args.records, args.partitions), indent=2))
+
+
+if __name__ == "__main__":
+    main()
