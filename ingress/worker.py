@@ -23,7 +23,13 @@ from typing import Any
 
 import pyarrow.compute as pc
 
-from ingress.destination import OwnershipLost, PartitionProducer, Target, resume_point
+from ingress.destination import (
+    OwnershipLost,
+    PartitionProducer,
+    RecordTooLargeError,
+    Target,
+    resume_point,
+)
 from ingress.metrics import IngressMetrics
 from ingress.replay_plan import Gap, ReadNext, lowest_start, next_step, retry_intervals
 from ingress.segment_events import REMOVED, SegmentEvent
@@ -97,7 +103,7 @@ class PartitionWorker(threading.Thread):
         except OwnershipLost as exc:
             self.status.state = "stopped"
             log.info("%s: %s", self.name, exc)
-        except PartitionHalted as exc:
+        except (PartitionHalted, RecordTooLargeError) as exc:
             self.status.state, self.status.reason = "halted", str(exc)
             self.metrics.halted.labels(*self._labels).set(1)
             log.error("partition halted: %s", exc)

@@ -68,3 +68,56 @@ def test_a_second_run_produces_nothing_twice(local_stack, ingress_setup):
     assert run_to_end(setup) == 0
     _, sources = destination_records(local_stack, setup, 0)
     assert sources == list(range(20))
+
+
+def test_destination_with_fewer_partitions_is_an_error_before_anything_is_produced(
+    local_stack, ingress_setup
+):
+    from confluent_kafka.admin import NewTopic
+
+    from ingress.service import DestinationMismatch
+
+    setup = ingress_setup()
+    setup.put_descriptor(3)
+    setup.put_segment(0, 0, 9, to_batch(every_shape()))
+    admin = local_stack.admin(DESTINATION)
+    admin.create_topics([NewTopic(setup.destination, 2)])[setup.destination].result(timeout=30)
+    service = IngressService(setup.config, stop_at_end=True, handle_signals=False)
+    import pytest
+
+    with pytest.raises(DestinationMismatch, match=rf"{setup.destination} has 2 partitions but "
+                       rf"source us-east-1/{setup.topic} has 3"):
+        service.run()
+    assert read_partition(local_stack.bootstrap(DESTINATION), setup.destination, 0) == []
+
+
+def test_a_record_too_large_for_the_destination_halts_its_partition_naming_the_offset(
+    local_stack, ingress_setup, caplog
+):
+    import logging
+
+    import pyarrow as pa
+
+    from replicator.config import load_config
+    from replicator.segment_format import SCHEMA
+
+    setup = ingress_setup()
+    # The destination accepts at most ~20 KB per request.
+    text = setup.path.read_text().replace(
+        f'kafka.bootstrap_servers = "{local_stack.bootstrap(DESTINATION)}"',
+        f'kafka.bootstrap_servers = "{local_stack.bootstrap(DESTINATION)}"\n'
+        'kafka.config = { "message.max.bytes" = 20000 }')
+    setup.path.write_text(text)
+    setup.config = load_config(setup.path)
+    setup.put_descriptor(1)
+    values = [b"small"] * 5 + [b"x" * 50_000] + [b"small"] * 4
+    batch = pa.RecordBatch.from_pydict(
+        {"offset": list(range(10)), "timestamp": [1_700_000_000_000] * 10,
+         "timestamp_type": [1] * 10, "key": [None] * 10, "value": values,
+         "headers": [[]] * 10}, schema=SCHEMA)
+    setup.put_segment(0, 0, 9, batch)
+    with caplog.at_level(logging.ERROR):
+        code = run_to_end(setup)
+    assert code == 1
+    assert any(f"source offset 5 of us-east-1/{setup.topic} partition 0 is larger than "
+               f"{setup.destination} accepts" in r.getMessage() for r in caplog.records)
