@@ -60,35 +60,59 @@ def _port() -> int:
 def workload(start: int, count: int) -> pa.RecordBatch:
     value = os.urandom(200)
     return pa.RecordBatch.from_pydict(
-        {"offset": list(range(start, start + count)),
-         "timestamp": [1_700_000_000_000 + i for i in range(start, start + count)],
-         "timestamp_type": [1] * count,
-         "key": [b"%016d" % i for i in range(start, start + count)],
-         "value": [value] * count,
-         "headers": [[{"key": "seq", "value": b"%08d" % i}] for i in range(start, start + count)]},
+        {
+            "offset": list(range(start, start + count)),
+            "timestamp": [1_700_000_000_000 + i for i in range(start, start + count)],
+            "timestamp_type": [1] * count,
+            "key": [b"%016d" % i for i in range(start, start + count)],
+            "value": [value] * count,
+            "headers": [
+                [{"key": "seq", "value": b"%08d" % i}] for i in range(start, start + count)
+            ],
+        },
         schema=SCHEMA,
     )
 
 
-def plain_produce(bootstrap: str, topic: str, partitions: int,
-                  batches: list[tuple[int, pa.RecordBatch]]) -> tuple[int, float]:
+def plain_produce(
+    bootstrap: str, topic: str, partitions: int, batches: list[tuple[int, pa.RecordBatch]]
+) -> tuple[int, float]:
     """Send the same records from memory with one plain producer: (records, seconds)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions)])[topic].result(timeout=30)
-    rows = [(p, b.column("key").to_pylist(), b.column("value").to_pylist(),
-             b.column("headers").to_pylist(), b.column("timestamp").cast(pa.int64()).to_pylist())
-            for p, b in batches]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1_000_000,
-                         "queue.buffering.max.messages": 500_000, "enable.idempotence": True})
+    rows = [
+        (
+            p,
+            b.column("key").to_pylist(),
+            b.column("value").to_pylist(),
+            b.column("headers").to_pylist(),
+            b.column("timestamp").cast(pa.int64()).to_pylist(),
+        )
+        for p, b in batches
+    ]
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 500_000,
+            "enable.idempotence": True,
+        }
+    )
     count = 0
     started = time.perf_counter()
     for partition, keys, values, headers, stamps in rows:
         for key, value, header, stamp in zip(keys, values, headers, stamps, strict=True):
             while True:
                 try:
-                    producer.produce(topic, key=key, value=value, partition=partition,
-                                     headers=[(h["key"], h["value"]) for h in header],
-                                     timestamp=stamp)
+                    producer.produce(
+                        topic,
+                        key=key,
+                        value=value,
+                        partition=partition,
+                        headers=[(h["key"], h["value"]) for h in header],
+                        timestamp=stamp,
+                    )
                     break
                 except BufferError:
                     producer.poll(0.05)
@@ -112,11 +136,14 @@ def measure(records: int, partitions: int) -> dict[str, float]:
             for start in range(0, per_partition, SEGMENT_RECORDS):
                 count = min(SEGMENT_RECORDS, per_partition - start)
                 batch = workload(start, count)
-                store.write_segment(SegmentKey("us-east-1", "bench", partition, 0, start,
-                                               start + count - 1), batch)
+                store.write_segment(
+                    SegmentKey("us-east-1", "bench", partition, 0, start, start + count - 1), batch
+                )
                 batches.append((partition, batch))
-        store.put_json(topic_descriptor_key("data", "us-east-1", "bench"),
-                       {"partitions": partitions, "configs": {}})
+        store.put_json(
+            topic_descriptor_key("data", "us-east-1", "bench"),
+            {"partitions": partitions, "configs": {}},
+        )
         bootstrap = config.region("us-west-1").kafka.bootstrap_servers
         base_records, base_seconds = plain_produce(bootstrap, "bench.baseline", partitions, batches)
         del batches

@@ -232,19 +232,23 @@ class PartitionProducer:
         produce = self._producer.produce
         topic, partition = t.destination_topic, t.partition
         prefix = f"{t.region}/{t.topic}/{t.partition}/"
-        callback = self._delivered
         offsets = table.column("offset").to_pylist()
+        # One delivery callback per table, on its last record: it gives the destination
+        # offset for the checkpoint. A failed delivery of any record fails the commit.
+        last = len(offsets) - 1
         stamps = table.column("timestamp").cast(pa.int64()).to_pylist()
         kinds = table.column("timestamp_type").to_pylist()
         keys = table.column("key").to_pylist()
         values = table.column("value").to_pylist()
         headers = table.column("headers").to_pylist()
-        for offset, stamp, kind, key, value, header in zip(
-            offsets, stamps, kinds, keys, values, headers, strict=True
+        for i, (offset, stamp, kind, key, value, header) in enumerate(
+            zip(offsets, stamps, kinds, keys, values, headers, strict=True)
         ):
             record_headers = [(h["key"], h["value"]) for h in header] if header else []
             record_headers.append((provenance.HEADER, f"{prefix}{offset}".encode()))
             kwargs: dict[str, Any] = {"timestamp": stamp} if kind != TIMESTAMP_NONE else {}
+            if i == last:
+                kwargs["on_delivery"] = self._delivered
             while True:
                 try:
                     produce(
@@ -253,7 +257,6 @@ class PartitionProducer:
                         key=key,
                         partition=partition,
                         headers=record_headers,
-                        on_delivery=callback,
                         **kwargs,
                     )
                     break
@@ -266,8 +269,8 @@ class PartitionProducer:
                             f"partition {t.partition} is larger than {topic} accepts"
                         ) from None
                     raise
-            if self._failure is not None:
-                raise self._failure
+        if self._failure is not None:
+            raise self._failure
         self._producer.poll(0)
 
     def commit(self, next_source_offset: int) -> int:

@@ -3,23 +3,15 @@ their own, per-test configs (unique bucket, consumer group, directories), produc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
-from egress.job import spark_session
 from replicator.config import Config, load_config
 from tests.conftest import SOURCE, LocalStack
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    session = spark_session("local[2]", "replicator-egress-tests", {})
-    yield session
-    session.stop()
 
 
 def egress_toml(

@@ -85,8 +85,11 @@ def test_destination_with_fewer_partitions_is_an_error_before_anything_is_produc
     service = IngressService(setup.config, stop_at_end=True, handle_signals=False)
     import pytest
 
-    with pytest.raises(DestinationMismatch, match=rf"{setup.destination} has 2 partitions but "
-                       rf"source us-east-1/{setup.topic} has 3"):
+    with pytest.raises(
+        DestinationMismatch,
+        match=rf"{setup.destination} has 2 partitions but "
+        rf"source us-east-1/{setup.topic} has 3",
+    ):
         service.run()
     assert read_partition(local_stack.bootstrap(DESTINATION), setup.destination, 0) == []
 
@@ -106,18 +109,29 @@ def test_a_record_too_large_for_the_destination_halts_its_partition_naming_the_o
     text = setup.path.read_text().replace(
         f'kafka.bootstrap_servers = "{local_stack.bootstrap(DESTINATION)}"',
         f'kafka.bootstrap_servers = "{local_stack.bootstrap(DESTINATION)}"\n'
-        'kafka.config = { "message.max.bytes" = 20000 }')
+        'kafka.config = { "message.max.bytes" = 20000 }',
+    )
     setup.path.write_text(text)
     setup.config = load_config(setup.path)
     setup.put_descriptor(1)
     values = [b"small"] * 5 + [b"x" * 50_000] + [b"small"] * 4
     batch = pa.RecordBatch.from_pydict(
-        {"offset": list(range(10)), "timestamp": [1_700_000_000_000] * 10,
-         "timestamp_type": [1] * 10, "key": [None] * 10, "value": values,
-         "headers": [[]] * 10}, schema=SCHEMA)
+        {
+            "offset": list(range(10)),
+            "timestamp": [1_700_000_000_000] * 10,
+            "timestamp_type": [1] * 10,
+            "key": [None] * 10,
+            "value": values,
+            "headers": [[]] * 10,
+        },
+        schema=SCHEMA,
+    )
     setup.put_segment(0, 0, 9, batch)
     with caplog.at_level(logging.ERROR):
         code = run_to_end(setup)
     assert code == 1
-    assert any(f"source offset 5 of us-east-1/{setup.topic} partition 0 is larger than "
-               f"{setup.destination} accepts" in r.getMessage() for r in caplog.records)
+    assert any(
+        f"source offset 5 of us-east-1/{setup.topic} partition 0 is larger than "
+        f"{setup.destination} accepts" in r.getMessage()
+        for r in caplog.records
+    )

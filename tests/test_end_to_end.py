@@ -1,0 +1,95 @@
+"""Source Kafka -> egress -> S3 replication -> SQS -> ingress -> destination Kafka."""
+
+from __future__ import annotations
+
+import time
+
+from confluent_kafka import Producer
+
+from egress.job import EgressJob
+from ingress import provenance
+from ingress.service import IngressService
+from replicator.config import load_config
+from tests.conftest import DESTINATION, SOURCE
+from tests.egress.conftest import create_topic, finish_bursts
+from tests.independent import read_partition
+from tests.records import every_shape
+
+PARTITIONS = 3
+
+
+def test_records_cross_regions_exactly_once_with_every_shape(local_stack, unique, spark, tmp_path):
+    topic, copy = unique("orders"), unique("orders.copy")
+    config_text = (
+        local_stack.config_path.read_text().split("[ingress]")[0]
+        + f"""
+[egress]
+region = "{SOURCE}"
+checkpoint_location = "{tmp_path / "checkpoint"}"
+state_dir = "{tmp_path / "state"}"
+group_id = "{unique("egress")}"
+[egress.topics."{topic}"]
+max_segment_messages = 40
+
+[ingress]
+region = "{DESTINATION}"
+group_id = "{unique("ingress")}"
+segment_events_topic = "{unique("events")}"
+segment_events_partitions = 4
+checkpoint_topic = "{unique("checkpoints")}"
+relist_interval = "1s"
+[[ingress.sources]]
+region = "{SOURCE}"
+topic = "{topic}"
+destination_topic = "{copy}"
+first_segment_delay = "0s"
+"""
+    )
+    path = tmp_path / "replicator.toml"
+    path.write_text(config_text)
+    config = load_config(path)
+    create_topic(local_stack, topic, PARTITIONS, **{"cleanup.policy": "compact"})
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    for round_ in range(12):
+        for partition in range(PARTITIONS):
+            for record in every_shape():
+                producer.produce(
+                    topic,
+                    key=record["key"],
+                    value=record["value"],
+                    partition=partition,
+                    timestamp=1_700_000_000_000 + round_,
+                    headers=[(h["key"], h["value"]) for h in record["headers"]],
+                )
+    finish_bursts(producer, topic, range(PARTITIONS))
+
+    EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
+
+    # The replication stand-in copies the segments to the destination region's bucket.
+    s3 = local_stack.s3()
+    prefix = f"data/{SOURCE}/{topic}/"
+
+    def keys(bucket: str) -> set[str]:
+        listing = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
+        return {item["Key"] for item in listing.get("Contents", [])}
+
+    source_keys = keys(config.region(SOURCE).bucket)
+    deadline = time.monotonic() + 60
+    while keys(config.region(DESTINATION).bucket) != source_keys:
+        assert time.monotonic() < deadline, "replication did not copy every segment"
+        time.sleep(0.3)
+
+    assert IngressService(config, stop_at_end=True, handle_signals=False).run() == 0
+
+    for partition in range(PARTITIONS):
+        source = read_partition(local_stack.bootstrap(SOURCE), topic, partition)
+        copied = read_partition(local_stack.bootstrap(DESTINATION), copy, partition)
+        assert [provenance.source_offset(list(r[5]), SOURCE, topic, partition) for r in copied] == [
+            r[0] for r in source
+        ]
+        strip = lambda headers: tuple(h for h in headers if h[0] != provenance.HEADER)  # noqa: E731
+        assert [(r[1], r[3], r[4], strip(r[5])) for r in copied] == [
+            (r[1], r[3], r[4], r[5]) for r in source
+        ]
+    topics = local_stack.admin(DESTINATION).list_topics(timeout=10).topics
+    assert len(topics[copy].partitions) == PARTITIONS
