@@ -10,10 +10,8 @@ topic descriptors (``_topic.json``) up to date.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ from egress.spark_options import CONFIG_OPTION, config_to_option
 from egress.topic_descriptor import DescriptorPublisher
 from replicator.config import Config
 from replicator.errors import ReplicatorError
+from replicator.spark import spark_session
 
 log = logging.getLogger(__name__)
 
@@ -71,33 +70,6 @@ class EgressRun:
     """Rows read, including one range row per planned range."""
     batch_seconds: float
     """Time spent inside micro-batches (excludes Spark start-up and idle triggers)."""
-
-
-def spark_session(master: str | None, app_name: str, extra: dict[str, str]) -> Any:
-    """A Spark session whose Python workers run this interpreter (and so find this
-    package and its dependencies)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName(app_name)
-    builder = builder.master(master or "local[*]")
-    defaults = {
-        "spark.ui.showConsoleProgress": "false",
-        "spark.ui.enabled": "false",
-        "spark.python.worker.reuse": "true",
-        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-        "spark.pyspark.python": sys.executable,
-        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
-        # One Spark task per planned range; keep Arrow batches of a useful size.
-        "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
-        "spark.sql.streaming.numRecentProgressUpdates": "20",
-    }
-    for key, value in {**defaults, **extra}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
-    return spark
 
 
 def resolved(config: Config) -> Config:

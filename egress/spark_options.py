@@ -9,29 +9,17 @@ default ``spark.redaction.regex`` hides the value in plans, logs and the UI.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from pydantic import SecretStr
-
 from replicator.config import Config
+from replicator.spark import config_from_json, config_to_json
 
 CONFIG_OPTION = "replicator_config_secret"
 
 
-def _reveal(value: Any) -> Any:
-    if isinstance(value, SecretStr):
-        return value.get_secret_value()
-    if isinstance(value, dict):
-        return {k: _reveal(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_reveal(v) for v in value]
-    return value
-
-
 def config_to_option(config: Config) -> str:
-    return json.dumps(_reveal(config.model_dump()))
+    return config_to_json(config)
 
 
 def config_from_options(options: Any) -> Config:
-    return Config.model_validate(json.loads(options[CONFIG_OPTION]))
+    return config_from_json(options[CONFIG_OPTION])

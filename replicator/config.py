@@ -278,6 +278,10 @@ class CompactionConfig(_Model):
     schedule: Annotated[str, AfterValidator(_cron)] = "0 1 * * *"
     parallelism: PositiveInt = 8
     topics: dict[TopicName, CompactionTopicConfig] = Field(default_factory=dict)
+    storage_class: dict[Annotated[int, Field(ge=0)], StorageClass] = Field(default_factory=dict)
+    """Storage class of the segments written at each level, e.g. {1 = "STANDARD_IA"}."""
+    pushgateway_url: str | None = None
+    """Where a run's figures are pushed, so a cron job's result reaches monitoring."""
 
 
 class Config(_Model):

@@ -123,7 +123,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One in-process Spark session for the tests that need no process of their own."""
-    from egress.job import spark_session
+    from replicator.spark import spark_session
 
     session = spark_session("local[2]", "replicator-tests", {})
     yield session
