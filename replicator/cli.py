@@ -71,6 +71,59 @@ def _ingress(args: argparse.Namespace) -> int:
     return run_ingress(config, stop_at_end=args.stop_at_end)
 
 
+def _partitions(text: str) -> list[int]:
+    try:
+        return sorted({int(p) for p in text.split(",") if p.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected partition numbers like 0,3,7, got {text!r}")
+
+
+def _compact(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from compaction.job import CompactionJob, export
+    from compaction.schedule import run_on_schedule
+
+    config = _load(args)
+    _require(config, "compaction", args.config)
+    if (args.from_level is None) != (args.to_level is None):
+        raise ConfigError(args.config, [("", "--from-level and --to-level go together")])
+    job = CompactionJob(
+        config,
+        topics=args.topic,
+        partitions=args.partitions,
+        from_level=args.from_level,
+        to_level=args.to_level,
+        master=args.master,
+    )
+    if args.plan:
+        for line in job.describe(job.plan()):
+            print(line)
+        return 0
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("received %s: stopping between merges", signal.Signals(signum).name)
+        stop.set()
+        job.stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def run() -> None:
+        report = job.run_once()
+        export(report, config)
+        print(report.summary(), flush=True)
+
+    if args.once or args.from_level is not None:
+        run()
+        return 0
+    assert config.compaction is not None
+    run_on_schedule(config.compaction.schedule, run, stop)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="replicator",
@@ -122,6 +175,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay every segment present at start, write final checkpoints, exit",
     )
     ingress.set_defaults(handler=_ingress)
+
+    compact = commands.add_parser(
+        "compact", help="merge segments into higher levels (on [compaction] schedule)"
+    )
+    compact.add_argument("--config", required=True, help="deployment config (TOML)")
+    compact.add_argument("--once", action="store_true", help="one run now, then exit")
+    compact.add_argument("--plan", action="store_true", help="print what a run would do")
+    compact.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    compact.add_argument("--partitions", type=_partitions, help="only these, e.g. 0,3,7")
+    compact.add_argument("--from-level", type=int, help="manual consolidation: input level")
+    compact.add_argument("--to-level", type=int, help="manual consolidation: output level")
+    compact.add_argument("--master", help="Spark master URL (default local[parallelism])")
+    compact.set_defaults(handler=_compact)
     return parser
 
 

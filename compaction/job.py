@@ -1,0 +1,238 @@
+"""A compaction run: the driver lists and plans, Spark tasks merge.
+
+Merges run in waves of ``parallelism`` Spark tasks; a stop request (SIGTERM) is honoured
+between waves, so a run never stops inside a merge. Cleanups of inputs already covered by
+a verified higher-level segment (left by an interrupted run) are done by the driver.
+Each run ends with a report, logged, returned, and exported as Prometheus metrics (pushed
+to a Pushgateway when configured).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
+
+from compaction.merge import MergeResult, run_merge, verify
+from compaction.planning import Merge, PartitionPlan, plan_partition
+from replicator.config import CompactionConfig, Config
+from replicator.errors import ConfigError
+from replicator.spark import config_from_json, config_to_json, spark_session
+
+log = logging.getLogger(__name__)
+
+
+def compaction_section(config: Config) -> CompactionConfig:
+    if config.compaction is None:
+        raise ConfigError("config", [("compaction", "missing [compaction] section")])
+    return config.compaction
+
+
+@dataclass
+class RunReport:
+    partitions: int = 0
+    segments_read: int = 0
+    segments_written: int = 0
+    segments_deleted: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    records: int = 0
+    seconds: float = 0.0
+    merge_seconds: float = 0.0
+    skipped: list[str] = field(default_factory=list)
+    stopped_early: bool = False
+
+    def summary(self) -> str:
+        return (
+            f"compaction: {self.partitions} partitions, {self.segments_read} segments read, "
+            f"{self.segments_written} written, {self.segments_deleted} deleted, "
+            f"{self.bytes_in} bytes in, {self.bytes_out} bytes out, {self.records} records, "
+            f"{self.seconds:.1f}s"
+            + (", stopped early" if self.stopped_early else "")
+            + (
+                f"; skipped: {len(self.skipped)} ({self.skipped[0]}"
+                + (", ..." if len(self.skipped) > 1 else "")
+                + ")"
+                if self.skipped
+                else ""
+            )
+        )
+
+
+def _merge_task(payload: tuple[str, str, Merge, str | None, bool]) -> MergeResult:
+    config_json, region, merge, storage_class, delete = payload
+    return run_merge(config_from_json(config_json), region, merge, storage_class, delete)
+
+
+class CompactionJob:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        topics: list[str] | None = None,
+        partitions: list[int] | None = None,
+        from_level: int | None = None,
+        to_level: int | None = None,
+        master: str | None = None,
+        spark: Any = None,
+    ) -> None:
+        self.config = config
+        self.compaction = compaction_section(config)
+        self.region = self.compaction.region
+        self.topics = topics or sorted(self.compaction.topics)
+        unknown = [t for t in self.topics if t not in self.compaction.topics]
+        if unknown:
+            raise ConfigError(
+                "config", [(f'compaction.topics."{t}"', "topic is not configured") for t in unknown]
+            )
+        self.partitions = partitions
+        self.from_level = from_level
+        self.to_level = to_level
+        self.master = master
+        self._spark = spark
+        self.stop = threading.Event()
+
+    def _store(self) -> Any:
+        from replicator.segment_store import SegmentStore
+
+        return SegmentStore.for_region(self.config, self.region)
+
+    def plan(self) -> dict[tuple[str, int], PartitionPlan]:
+        store = self._store()
+        now = time.time()
+        plans = {}
+        for topic in self.topics:
+            rules = self.compaction.topics[topic]
+            partitions = self.partitions
+            if partitions is None:
+                partitions = store.list_partitions(self.region, topic)
+            for partition in partitions:
+                segments = store.list_segments(self.region, topic, partition)
+                plans[(topic, partition)] = plan_partition(
+                    segments, rules, now, from_level=self.from_level, to_level=self.to_level
+                )
+        return plans
+
+    def describe(self, plans: dict[tuple[str, int], PartitionPlan]) -> list[str]:
+        """What a run would do, for ``--plan``."""
+        lines = []
+        for (topic, partition), plan in sorted(plans.items()):
+            for merge in plan.merges:
+                lines.append(
+                    f"{topic} partition {partition}: merge {len(merge.inputs)} segments "
+                    f"({merge.input_bytes} bytes) into "
+                    f"{merge.output.to_key(self.config.s3.prefix)}"
+                    + (", then delete them" if self.compaction.topics[topic].delete else "")
+                )
+            for cleanup in plan.cleanups:
+                lines.append(
+                    f"{topic} partition {partition}: delete {len(cleanup.covered)} segments "
+                    f"covered by {cleanup.covering.s3_key}"
+                )
+            lines.extend(f"{topic} partition {partition}: skip {s}" for s in plan.skipped)
+        return lines or ["nothing to do"]
+
+    def run_once(self) -> RunReport:
+        started = time.monotonic()
+        report = RunReport()
+        plans = self.plan()
+        report.partitions = len(plans)
+        merges: list[tuple[str, Merge]] = []
+        store = self._store()
+        for (topic, partition), plan in sorted(plans.items()):
+            report.skipped += [f"{topic}/{partition}: {s}" for s in plan.skipped]
+            merges += [(topic, m) for m in plan.merges]
+            if self.compaction.topics[topic].delete:
+                for cleanup in plan.cleanups:
+                    verify(store, cleanup.covering, store.footer(cleanup.covering).record_count)
+                    report.segments_deleted += store.delete_segments(
+                        sorted({s.key for s in cleanup.covered})
+                    )
+        if merges:
+            report = self._merge(merges, report)
+        report.seconds = time.monotonic() - started
+        log.info(report.summary())
+        return report
+
+    def _merge(self, merges: list[tuple[str, Merge]], report: RunReport) -> RunReport:
+        spark = self._spark or spark_session(
+            self.master or f"local[{self.compaction.parallelism}]",
+            f"replicator-compaction-{self.region}",
+            {},
+        )
+        try:
+            config_json = config_to_json(self.config)
+            wave = self.compaction.parallelism
+            for i in range(0, len(merges), wave):
+                if self.stop.is_set():
+                    report.stopped_early = True
+                    break
+                payloads = [
+                    (
+                        config_json,
+                        self.region,
+                        merge,
+                        self.compaction.storage_class.get(merge.output.level),
+                        self.compaction.topics[topic].delete,
+                    )
+                    for topic, merge in merges[i : i + wave]
+                ]
+                results = (
+                    spark.sparkContext.parallelize(payloads, len(payloads))
+                    .map(_merge_task)
+                    .collect()
+                )
+                for result in results:
+                    report.segments_read += result.inputs
+                    report.segments_written += 1
+                    report.segments_deleted += result.deleted
+                    report.bytes_in += result.bytes_in
+                    report.bytes_out += result.bytes_out
+                    report.records += result.records
+                    report.merge_seconds += result.seconds
+        finally:
+            if self._spark is None:
+                spark.stop()
+        return report
+
+
+def export(report: RunReport, config: Config) -> CollectorRegistry:
+    """The run's figures as metrics; pushed when ``pushgateway_url`` is set."""
+    compaction = compaction_section(config)
+    registry = CollectorRegistry()
+    figures = {
+        "segments_read": report.segments_read,
+        "segments_written": report.segments_written,
+        "segments_deleted": report.segments_deleted,
+        "bytes_in": report.bytes_in,
+        "bytes_out": report.bytes_out,
+        "records": report.records,
+        "partitions": report.partitions,
+        "duration_seconds": report.seconds,
+        "last_run_timestamp_seconds": time.time(),
+    }
+    for name, value in figures.items():
+        gauge = Gauge(
+            f"replicator_compaction_{name}",
+            f"Last compaction run: {name}",
+            ["region"],
+            registry=registry,
+        )
+        gauge.labels(compaction.region).set(value)
+    if compaction.pushgateway_url:
+        try:
+            push_to_gateway(
+                compaction.pushgateway_url,
+                job="replicator-compaction",
+                registry=registry,
+                grouping_key={"region": compaction.region},
+            )
+        except OSError as exc:
+            log.warning(
+                "could not push compaction metrics to %s: %s", compaction.pushgateway_url, exc
+            )
+    return registry
