@@ -75,7 +75,9 @@ def _partitions(text: str) -> list[int]:
     try:
         return sorted({int(p) for p in text.split(",") if p.strip()})
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected partition numbers like 0,3,7, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected partition numbers like 0,3,7, got {text!r}"
+        ) from None
 
 
 def _compact(args: argparse.Namespace) -> int:
