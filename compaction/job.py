@@ -101,26 +101,34 @@ class CompactionJob:
 
         return SegmentStore.for_region(self.config, self.region)
 
-    def plan(self) -> dict[tuple[str, int], PartitionPlan]:
+    def plan(self) -> dict[tuple[str, str, int], PartitionPlan]:
+        """Per (source region, topic, partition) in this region's bucket: a destination
+        bucket holds the segments of its source regions."""
         store = self._store()
         now = time.time()
         plans = {}
-        for topic in self.topics:
-            rules = self.compaction.topics[topic]
-            partitions = self.partitions
-            if partitions is None:
-                partitions = store.list_partitions(self.region, topic)
-            for partition in partitions:
-                segments = store.list_segments(self.region, topic, partition)
-                plans[(topic, partition)] = plan_partition(
-                    segments, rules, now, from_level=self.from_level, to_level=self.to_level
-                )
+        for source_region in store.list_regions():
+            for topic in self.topics:
+                rules = self.compaction.topics[topic]
+                partitions = self.partitions
+                if partitions is None:
+                    partitions = store.list_partitions(source_region, topic)
+                for partition in partitions:
+                    segments = store.list_segments(source_region, topic, partition)
+                    if segments:
+                        plans[(source_region, topic, partition)] = plan_partition(
+                            segments,
+                            rules,
+                            now,
+                            from_level=self.from_level,
+                            to_level=self.to_level,
+                        )
         return plans
 
-    def describe(self, plans: dict[tuple[str, int], PartitionPlan]) -> list[str]:
+    def describe(self, plans: dict[tuple[str, str, int], PartitionPlan]) -> list[str]:
         """What a run would do, for ``--plan``."""
         lines = []
-        for (topic, partition), plan in sorted(plans.items()):
+        for (_region, topic, partition), plan in sorted(plans.items()):
             for merge in plan.merges:
                 lines.append(
                     f"{topic} partition {partition}: merge {len(merge.inputs)} segments "
@@ -143,7 +151,7 @@ class CompactionJob:
         report.partitions = len(plans)
         merges: list[tuple[str, Merge]] = []
         store = self._store()
-        for (topic, partition), plan in sorted(plans.items()):
+        for (_region, topic, partition), plan in sorted(plans.items()):
             report.skipped += [f"{topic}/{partition}: {s}" for s in plan.skipped]
             merges += [(topic, m) for m in plan.merges]
             if self.compaction.topics[topic].delete:

@@ -59,6 +59,7 @@ def run_merge(
             for table in store.open(segment).iter_tables():
                 writer.write(table)
                 records += table.num_rows
+            crash_point("compaction-during-merge")
     crash_point("compaction-after-output")
     stored = store.stat(merge.output)
     verify(store, stored, records)

@@ -432,6 +432,15 @@ class SegmentStore:
                     partitions.append(int(name))
         return sorted(partitions)
 
+    def list_regions(self) -> list[str]:
+        """Source regions with data in this bucket (a destination bucket holds others')."""
+        head = f"{self.prefix}/" if self.prefix else ""
+        regions = []
+        for page in self._list(head, delimiter="/"):
+            for common in page.get("CommonPrefixes", []):
+                regions.append(common["Prefix"][len(head) :].rstrip("/"))
+        return sorted(regions)
+
     def list_topics(self, region: str) -> list[str]:
         head = f"{self.prefix}/{region}/" if self.prefix else f"{region}/"
         topics = []
