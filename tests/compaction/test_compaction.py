@@ -1,0 +1,77 @@
+"""Compaction on the local stack, checked with an independent reader."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from compaction.job import CompactionJob
+from tests.conftest import SOURCE
+from tests.independent import assert_tiles, s3_segments
+
+
+def segments(local_stack, setup):
+    return s3_segments(local_stack.s3(), setup.bucket, "data", SOURCE, setup.topic)
+
+
+def records(parts):
+    return [r for s in parts for r in s.records()]
+
+
+def test_small_level_0_segments_become_level_1_with_identical_records(
+    local_stack, compaction_setup, spark
+):
+    setup = compaction_setup(max_segment_count=4)
+    setup.fill(partitions=3, segments=12, per_segment=50)
+    before = segments(local_stack, setup)
+
+    report = CompactionJob(setup.config, spark=spark).run_once()
+
+    after = segments(local_stack, setup)
+    assert (report.segments_read, report.segments_written, report.segments_deleted) == (36, 9, 36)
+    for partition in range(3):
+        assert [s.level for s in after[partition]] == [1, 1, 1]  # 4 + 4 + 4 inputs
+        assert [(s.start, s.end) for s in after[partition]] == [(0, 199), (200, 399), (400, 599)]
+        assert_tiles(after[partition], 0, 599)
+        assert records(after[partition]) == records(before[partition])
+    head = local_stack.s3().head_object(Bucket=setup.bucket, Key=after[0][0].key)
+    assert head["StorageClass"] == "STANDARD_IA"  # [compaction.storage_class] 1
+
+    again = CompactionJob(setup.config, spark=spark).run_once()
+    assert (again.segments_written, again.segments_deleted) == (0, 0)
+    assert [s.key for p in segments(local_stack, setup).values() for s in p] == [
+        s.key for p in after.values() for s in p]
+
+
+def test_manual_level_1_to_2_touches_only_the_named_partitions(
+    local_stack, compaction_setup, spark
+):
+    setup = compaction_setup()
+    setup.fill(partitions=4, segments=4, per_segment=20, level=1)
+    before = segments(local_stack, setup)
+    report = CompactionJob(setup.config, spark=spark, partitions=[1, 3], from_level=1,
+                           to_level=2).run_once()
+    assert report.segments_written == 2
+    after = segments(local_stack, setup)
+    for partition in (0, 2):
+        assert [s.key for s in after[partition]] == [s.key for s in before[partition]]
+    for partition in (1, 3):
+        assert [(s.level, s.start, s.end) for s in after[partition]] == [(2, 0, 79)]
+        assert records(after[partition]) == records(before[partition])
+    head = local_stack.s3().head_object(Bucket=setup.bucket, Key=after[1][0].key)
+    assert head["StorageClass"] == "GLACIER_IR"
+
+
+def test_plan_prints_what_would_happen_and_changes_nothing(local_stack, compaction_setup):
+    setup = compaction_setup()
+    setup.fill(partitions=1, segments=4, per_segment=10)
+    before = segments(local_stack, setup)
+    result = subprocess.run(
+        [sys.executable, "-m", "replicator", "compact", "--config", str(setup.path), "--plan"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"{setup.topic} partition 0: merge 4 segments" in result.stdout
+    assert f"data/{SOURCE}/{setup.topic}/0/1/00000000000000000000-00000000000000000039" in (
+        result.stdout)
+    assert [s.key for s in segments(local_stack, setup)[0]] == [s.key for s in before[0]]
