@@ -1,8 +1,8 @@
 """Which segments a compaction run merges and deletes. Pure functions, no I/O.
 
 Per partition, following the topic's rules: segments with a level in
-[``min_level``, ``max_level``], older than ``min_segment_age``, starting after the end of
-the segments above ``max_level``, are grouped into runs of contiguous covered ranges; each
+[``min_level``, ``max_level``], older than ``min_segment_age``, overlapping no segment above
+``max_level``, are grouped into runs of contiguous covered ranges; each
 run is cut into merges of at most ``max_segment_count`` inputs and ``max_segment_bytes``
 (inputs are never split); a merge is written only when it has ``min_segment_count``
 inputs or ``min_segment_bytes``. The output covers the first input's start to the last
@@ -11,6 +11,10 @@ transactional topics compact like any other.
 
 Segments already covered by a segment of a higher level are garbage from an interrupted
 run and are deleted once that segment is verified.
+
+"Overlapping no higher segment" is the specified "starting after the end of the highest
+level above max_level" generalized: merges run in parallel, so a crash can leave a later
+range merged and an earlier one not; the earlier one must still be merged.
 """
 
 from __future__ import annotations
@@ -65,12 +69,13 @@ def plan_partition(
     above = [s for s in segments if s.key.level > high]
     plan.cleanups = _covered(segments, low, high, above)
     covered = {c.key for cleanup in plan.cleanups for c in cleanup.covered}
-    floor = max((s.key.end for s in above), default=-1)
     candidates = sorted(
         (
             s
             for s in segments
-            if low <= s.key.level <= high and s.key.start > floor and s.key not in covered
+            if low <= s.key.level <= high
+            and s.key not in covered
+            and not any(h.key.start <= s.key.end and s.key.start <= h.key.end for h in above)
         ),
         key=lambda s: (s.key.start, s.key.end),
     )

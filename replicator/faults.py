@@ -1,9 +1,9 @@
 """Crash points, for tests that must kill a process at an exact step.
 
 ``REPLICATOR_CRASH_POINT=name[:n]`` makes the n-th (default first) arrival at the
-named point kill the process group with SIGKILL, as a power cut would: a Spark driver,
-its JVM and its Python workers die together (start the process in a session of its
-own). Unset, a crash point costs one
+named point SIGKILL every process of the caller's session, as a power cut would: a Spark
+driver, its JVM and its Python workers (which PySpark puts in a process group of their
+own) die together. Start the process in a session of its own. Unset, a crash point costs one
 environment look-up; it is placed only on per-transaction paths, never per record.
 """
 
@@ -24,4 +24,13 @@ def crash_point(name: str) -> None:
         return
     _arrivals[name] = _arrivals.get(name, 0) + 1
     if _arrivals[name] >= int(nth or 1):
-        os.killpg(os.getpgid(0), signal.SIGKILL)
+        session = os.getsid(0)
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                if os.getsid(int(entry)) == session:
+                    os.kill(int(entry), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                continue
+        os.kill(os.getpid(), signal.SIGKILL)

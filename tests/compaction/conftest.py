@@ -27,36 +27,51 @@ class CompactionSetup:
         for partition in range(partitions):
             for s in range(segments):
                 start = s * per_segment
-                key = SegmentKey(SOURCE, self.topic, partition, level, start,
-                                 start + per_segment - 1)
+                key = SegmentKey(
+                    SOURCE, self.topic, partition, level, start, start + per_segment - 1
+                )
                 self.store.write_segment(key, segment_batch(start, per_segment))
 
 
 @pytest.fixture
-def compaction_setup(local_stack: LocalStack, bucket: str, unique: Callable[[str], str],
-                     tmp_path: Path) -> Callable[..., CompactionSetup]:
+def compaction_setup(
+    local_stack: LocalStack, bucket: str, unique: Callable[[str], str], tmp_path: Path
+) -> Callable[..., CompactionSetup]:
     def make(**rules: object) -> CompactionSetup:
         topic = unique("compact.me")
-        settings = {"min_segment_age": "0s", "min_segment_count": 3,
-                    "min_segment_bytes": "1GiB", "max_segment_count": 1000,
-                    "max_segment_bytes": "4GiB", **rules}
+        settings = {
+            "min_segment_age": "0s",
+            "min_segment_count": 3,
+            "min_segment_bytes": "1GiB",
+            "max_segment_count": 1000,
+            "max_segment_bytes": "4GiB",
+            **rules,
+        }
         lines = [
-            "[s3]", f'endpoint_url = "{local_stack.config.s3.endpoint_url}"', 'prefix = "data"',
-            'access_key_id = "test"', 'secret_access_key = "test"',
-            f"[regions.{SOURCE}]", f'bucket = "{bucket}"',
+            "[s3]",
+            f'endpoint_url = "{local_stack.config.s3.endpoint_url}"',
+            'prefix = "data"',
+            'access_key_id = "test"',
+            'secret_access_key = "test"',
+            f"[regions.{SOURCE}]",
+            f'bucket = "{bucket}"',
             f'kafka.bootstrap_servers = "{local_stack.bootstrap(SOURCE)}"',
-            "[compaction]", f'region = "{SOURCE}"', "parallelism = 2",
+            "[compaction]",
+            f'region = "{SOURCE}"',
+            "parallelism = 2",
             'schedule = "* * * * * */3"',
-            "[compaction.storage_class]", '1 = "STANDARD_IA"', '2 = "GLACIER_IR"',
+            "[compaction.storage_class]",
+            '1 = "STANDARD_IA"',
+            '2 = "GLACIER_IR"',
             f'[compaction.topics."{topic}"]',
         ]
         for key, value in settings.items():
-            lines.append(f"{key} = " + (f'"{value}"' if isinstance(value, str) else
-                                        str(value).lower()))
+            lines.append(
+                f"{key} = " + (f'"{value}"' if isinstance(value, str) else str(value).lower())
+            )
         path = tmp_path / f"compact-{unique('cfg')}.toml"
         path.write_text("\n".join(lines) + "\n")
         config = load_config(path)
-        return CompactionSetup(config, path, topic, bucket,
-                               SegmentStore.for_region(config, SOURCE))
+        return CompactionSetup(config, path, topic, bucket, SegmentStore.for_region(config, SOURCE))
 
     return make

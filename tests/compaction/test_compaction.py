@@ -40,7 +40,8 @@ def test_small_level_0_segments_become_level_1_with_identical_records(
     again = CompactionJob(setup.config, spark=spark).run_once()
     assert (again.segments_written, again.segments_deleted) == (0, 0)
     assert [s.key for p in segments(local_stack, setup).values() for s in p] == [
-        s.key for p in after.values() for s in p]
+        s.key for p in after.values() for s in p
+    ]
 
 
 def test_manual_level_1_to_2_touches_only_the_named_partitions(
@@ -49,8 +50,9 @@ def test_manual_level_1_to_2_touches_only_the_named_partitions(
     setup = compaction_setup()
     setup.fill(partitions=4, segments=4, per_segment=20, level=1)
     before = segments(local_stack, setup)
-    report = CompactionJob(setup.config, spark=spark, partitions=[1, 3], from_level=1,
-                           to_level=2).run_once()
+    report = CompactionJob(
+        setup.config, spark=spark, partitions=[1, 3], from_level=1, to_level=2
+    ).run_once()
     assert report.segments_written == 2
     after = segments(local_stack, setup)
     for partition in (0, 2):
@@ -68,10 +70,13 @@ def test_plan_prints_what_would_happen_and_changes_nothing(local_stack, compacti
     before = segments(local_stack, setup)
     result = subprocess.run(
         [sys.executable, "-m", "replicator", "compact", "--config", str(setup.path), "--plan"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 0, result.stderr
     assert f"{setup.topic} partition 0: merge 4 segments" in result.stdout
     assert f"data/{SOURCE}/{setup.topic}/0/1/00000000000000000000-00000000000000000039" in (
-        result.stdout)
+        result.stdout
+    )
     assert [s.key for s in segments(local_stack, setup)[0]] == [s.key for s in before[0]]

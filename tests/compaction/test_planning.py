@@ -93,3 +93,15 @@ def test_manual_consolidation_from_level_1_to_2():
 def test_output_level_must_be_above_inputs():
     with pytest.raises(ValueError, match="output level 1 must be above input level 1"):
         plan_partition(tiles(3, level=1), rules(), NOW, from_level=1, to_level=1)
+
+
+def test_segments_before_a_higher_level_segment_are_still_merged():
+    # Parallel merges: a crash can leave 40..79 merged while 0..39 is not.
+    segments = [*tiles(4), seg(40, 79, level=1)]
+    assert ranges(plan_partition(segments, rules(), NOW)) == [(1, 0, 39, 4)]
+
+
+def test_segments_partly_overlapping_a_higher_level_are_left_alone():
+    segments = [*tiles(4), seg(25, 79, level=1)]
+    plan = plan_partition(segments, rules(min_segment_count=1), NOW)
+    assert ranges(plan) == [(1, 0, 19, 2)]
