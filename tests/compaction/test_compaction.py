@@ -7,6 +7,7 @@ import sys
 
 from compaction.job import CompactionJob
 from tests.conftest import SOURCE
+from tests.egress.test_processes import standalone_cluster  # noqa: F401  (fixture)
 from tests.independent import assert_tiles, s3_segments
 
 
@@ -80,3 +81,37 @@ def test_plan_prints_what_would_happen_and_changes_nothing(local_stack, compacti
         result.stdout
     )
     assert [s.key for s in segments(local_stack, setup)[0]] == [s.key for s in before[0]]
+
+
+def test_compaction_runs_on_a_standalone_cluster(
+    local_stack, compaction_setup, standalone_cluster, tmp_path
+):
+    setup = compaction_setup(max_segment_count=4)
+    setup.fill(partitions=2, segments=8, per_segment=50)
+    before = segments(local_stack, setup)
+    env = {**__import__("os").environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "replicator",
+            "compact",
+            "--config",
+            str(setup.path),
+            "--once",
+            "--master",
+            standalone_cluster,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        start_new_session=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "4 written" in result.stdout
+    after = segments(local_stack, setup)
+    for partition in (0, 1):
+        assert [s.level for s in after[partition]] == [1, 1]
+        assert records(after[partition]) == records(before[partition])
+    assert list((tmp_path / "work").glob("app-*/*/stderr")), "no executor ran on the worker"

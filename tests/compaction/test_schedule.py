@@ -42,10 +42,13 @@ def test_the_compact_command_fires_twice_then_stops_cleanly(compaction_setup, tm
     log = tmp_path / "compact.log"
     process = subprocess.Popen(
         [sys.executable, "-m", "replicator", "compact", "--config", str(setup.path)],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
+
         def runs() -> int:  # printed summaries; the log repeats them with a prefix
             return sum(line.startswith("compaction: ") for line in log.read_text().splitlines())
 
