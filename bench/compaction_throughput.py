@@ -1,0 +1,118 @@
+"""Compaction merge throughput next to a plain single-process pyarrow read-and-rewrite of
+the same segments, in the same run.
+
+Usage: python -m bench.compaction_throughput [--records N] [--partitions P] [--segments S]
+Starts its own local stack on free ports; prints the figures as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from bench.ingress_throughput import workload
+from compaction.job import CompactionJob
+from infra.stack import Stack, StackSpec
+from replicator.config import load_config
+from replicator.logs import configure_logging
+from replicator.segment_key import SegmentKey
+from replicator.segment_store import SegmentStore
+
+CONFIG = """
+[s3]
+endpoint_url = "http://127.0.0.1:{s3}"
+access_key_id = "bench"
+secret_access_key = "bench"
+[regions.us-east-1]
+bucket = "bench-us-east-1"
+kafka.bootstrap_servers = "127.0.0.1:{kafka}"
+[compaction]
+region = "us-east-1"
+parallelism = 2
+[compaction.topics.bench]
+min_segment_age = "0s"
+min_segment_count = 2
+max_segment_count = 1000
+max_segment_bytes = "4GiB"
+"""
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def plain_rewrite(store: SegmentStore, partitions: int) -> tuple[int, float]:
+    """Per partition: download every level-0 segment, read it with pyarrow, write one
+    zstd Parquet file of all of them, upload it. Returns (bytes read, seconds)."""
+    client, bucket = store.client, store.bucket
+    total = 0
+    started = time.perf_counter()
+    for partition in range(partitions):
+        tables = []
+        for segment in store.list_segments("us-east-1", "bench", partition):
+            body = client.get_object(Bucket=bucket, Key=segment.s3_key)["Body"].read()
+            total += len(body)
+            tables.append(pq.read_table(io.BytesIO(body)))
+        out = io.BytesIO()
+        with pq.ParquetWriter(out, tables[0].schema, compression="zstd") as writer:
+            for table in tables:
+                writer.write_table(table)
+        client.put_object(Bucket=bucket, Key=f"baseline/{partition}.parquet", Body=out.getvalue())
+    return total, time.perf_counter() - started
+
+
+def measure(records: int, partitions: int, segments: int) -> dict[str, float]:
+    root = Path(tempfile.mkdtemp(prefix="bench-compaction-"))
+    path = root / "bench.toml"
+    path.write_text(CONFIG.format(s3=_port(), kafka=_port()))
+    config = load_config(path)
+    stack = Stack(StackSpec.from_config(config, root / "stack"))
+    stack.up()
+    try:
+        store = SegmentStore.for_region(config, "us-east-1")
+        per_segment = records // partitions // segments
+        for partition in range(partitions):
+            for s in range(segments):
+                start = s * per_segment
+                store.write_segment(
+                    SegmentKey("us-east-1", "bench", partition, 0, start, start + per_segment - 1),
+                    workload(start, per_segment),
+                )
+        base_bytes, base_seconds = plain_rewrite(store, partitions)
+        started = time.perf_counter()
+        report = CompactionJob(config).run_once()
+        seconds = time.perf_counter() - started
+    finally:
+        stack.down()
+    return {
+        "segment_bytes": base_bytes,
+        "baseline_mb_per_s": base_bytes / base_seconds / 1e6,
+        "compaction_mb_per_s": report.bytes_in / seconds / 1e6,
+        "compaction_seconds_including_spark_start": seconds,
+        "compaction_mb_per_s_in_merges": report.bytes_in / (report.merge_seconds / 2) / 1e6,
+        "ratio": (report.bytes_in / seconds) / (base_bytes / base_seconds),
+        "segments_written": report.segments_written,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--segments", type=int, default=10)
+    args = parser.parse_args()
+    configure_logging("WARNING")
+    print(json.dumps(measure(args.records, args.partitions, args.segments), indent=2))
+
+
+if __name__ == "__main__":
+    main()
