@@ -53,7 +53,7 @@ def test_report_is_pushed_to_the_pushgateway_with_the_run_figures():
         registry.get_sample_value("replicator_compaction_segments_written", {"region": "us-east-1"})
         == 3
     )
-    [(method, path, body)] = received
+    [(_, path, body)] = received
     assert path == "/metrics/job/replicator-compaction/region/us-east-1"
     assert b"replicator_compaction_bytes_in" in body
 
