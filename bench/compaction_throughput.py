@@ -101,6 +101,10 @@ def measure(records: int, partitions: int, segments: int) -> dict[str, float]:
         "compaction_mb_per_s_in_merges": report.bytes_in / (report.merge_seconds / 2) / 1e6,
         "ratio": (report.bytes_in / seconds) / (base_bytes / base_seconds),
         "segments_written": report.segments_written,
+        "records": report.records,
+        "baseline_records_per_s": report.records / base_seconds,
+        "compaction_records_per_s": report.records / seconds,
+        "compaction_records_per_s_in_merges": report.records / (report.merge_seconds / 2),
     }
 
 
