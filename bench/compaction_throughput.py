@@ -10,17 +10,13 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import socket
-import tempfile
 import time
-from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from bench.ingress_throughput import workload
+from bench.local_stack import bench_stack
 from compaction.job import CompactionJob
-from infra.stack import Stack, StackSpec
-from replicator.config import load_config
 from replicator.logs import configure_logging
 from replicator.segment_key import SegmentKey
 from replicator.segment_store import SegmentStore
@@ -32,7 +28,7 @@ access_key_id = "bench"
 secret_access_key = "bench"
 [regions.us-east-1]
 bucket = "bench-us-east-1"
-kafka.bootstrap_servers = "127.0.0.1:{kafka}"
+kafka.bootstrap_servers = "127.0.0.1:{east}"
 [compaction]
 region = "us-east-1"
 parallelism = 2
@@ -42,12 +38,6 @@ min_segment_count = 2
 max_segment_count = 1000
 max_segment_bytes = "4GiB"
 """
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def plain_rewrite(store: SegmentStore, partitions: int) -> tuple[int, float]:
@@ -71,13 +61,7 @@ def plain_rewrite(store: SegmentStore, partitions: int) -> tuple[int, float]:
 
 
 def measure(records: int, partitions: int, segments: int) -> dict[str, float]:
-    root = Path(tempfile.mkdtemp(prefix="bench-compaction-"))
-    path = root / "bench.toml"
-    path.write_text(CONFIG.format(s3=_port(), kafka=_port()))
-    config = load_config(path)
-    stack = Stack(StackSpec.from_config(config, root / "stack"))
-    stack.up()
-    try:
+    with bench_stack(CONFIG, "compaction") as (config, _root):
         store = SegmentStore.for_region(config, "us-east-1")
         per_segment = records // partitions // segments
         for partition in range(partitions):
@@ -91,8 +75,6 @@ def measure(records: int, partitions: int, segments: int) -> dict[str, float]:
         started = time.perf_counter()
         report = CompactionJob(config).run_once()
         seconds = time.perf_counter() - started
-    finally:
-        stack.down()
     return {
         "segment_bytes": base_bytes,
         "baseline_mb_per_s": base_bytes / base_seconds / 1e6,

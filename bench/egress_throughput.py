@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
-import tempfile
 import time
-from pathlib import Path
 
 from bench.baselines import plain_consume
+from bench.local_stack import bench_stack
 from bench.workload import produce_workload
 from egress.job import EgressJob
-from infra.stack import Stack, StackSpec
-from replicator.config import load_config
 from replicator.logs import configure_logging
 
 CONFIG = """
@@ -27,7 +23,7 @@ access_key_id = "bench"
 secret_access_key = "bench"
 [regions.us-east-1]
 bucket = "bench-us-east-1"
-kafka.bootstrap_servers = "127.0.0.1:{kafka}"
+kafka.bootstrap_servers = "127.0.0.1:{east}"
 [egress]
 region = "us-east-1"
 checkpoint_location = "{root}/checkpoint"
@@ -39,30 +35,15 @@ max_segment_age = "5m"
 """
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dict[str, float]:
-    root = Path(tempfile.mkdtemp(prefix="bench-egress-"))
-    path = root / "bench.toml"
-    path.write_text(
-        CONFIG.format(s3=_port(), kafka=_port(), root=root, segment_bytes=segment_bytes)
-    )
-    config = load_config(path)
-    stack = Stack(StackSpec.from_config(config, root / "stack"))
-    stack.up()
-    try:
+    template = CONFIG.replace("{segment_bytes}", segment_bytes)
+    with bench_stack(template, "egress") as (config, _root):
         bootstrap = config.region("us-east-1").kafka.bootstrap_servers
         produce_workload(bootstrap, "bench", partitions, records)
         base_records, base_bytes, base_seconds = plain_consume(bootstrap, "bench", partitions)
         started = time.perf_counter()
         run = EgressJob(config, stop_at_end=True).run()
         egress_seconds = time.perf_counter() - started
-    finally:
-        stack.down()
     exported = run.records - run.batches * partitions  # range rows are not records
     return {
         "records": base_records,

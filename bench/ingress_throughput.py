@@ -10,18 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import tempfile
 import time
-from pathlib import Path
 
 import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from infra.stack import Stack, StackSpec
+from bench.local_stack import bench_stack
 from ingress.service import IngressService
-from replicator.config import load_config
 from replicator.logs import configure_logging
 from replicator.segment_format import SCHEMA
 from replicator.segment_key import SegmentKey, topic_descriptor_key
@@ -49,12 +45,6 @@ destination_topic = "bench.copy"
 first_segment_delay = "0s"
 """
 SEGMENT_RECORDS = 250_000
-
-
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def workload(start: int, count: int) -> pa.RecordBatch:
@@ -122,13 +112,7 @@ def plain_produce(
 
 
 def measure(records: int, partitions: int) -> dict[str, float]:
-    root = Path(tempfile.mkdtemp(prefix="bench-ingress-"))
-    path = root / "bench.toml"
-    path.write_text(CONFIG.format(s3=_port(), east=_port(), west=_port()))
-    config = load_config(path)
-    stack = Stack(StackSpec.from_config(config, root / "stack"))
-    stack.up()
-    try:
+    with bench_stack(CONFIG, "ingress") as (config, _root):
         store = SegmentStore.for_region(config, "us-west-1")
         per_partition = records // partitions
         batches = []
@@ -151,8 +135,6 @@ def measure(records: int, partitions: int) -> dict[str, float]:
         code = IngressService(config, stop_at_end=True, handle_signals=False).run()
         ingress_seconds = time.perf_counter() - started
         assert code == 0
-    finally:
-        stack.down()
     return {
         "records": base_records,
         "baseline_records_per_s": base_records / base_seconds,
