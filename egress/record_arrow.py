@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from replicator.segment_format import HEADER_TYPE, SCHEMA
+from replicator.segment_format import SCHEMA
 
 SPARK_SCHEMA_DDL = (
     "topic string, partition int, range_start bigint, range_end bigint, offset bigint, "
@@ -126,13 +126,3 @@ def record_bytes(batch: pa.RecordBatch) -> np.ndarray:
 def _lengths(array: pa.Array) -> np.ndarray:
     return pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
 
-
-__all__ = [
-    "HEADER_TYPE",
-    "ROW_SCHEMA",
-    "SPARK_SCHEMA_DDL",
-    "messages_to_rows",
-    "range_row",
-    "record_bytes",
-    "rows_to_segment",
-]
