@@ -32,6 +32,7 @@ from egress.planning import (
     Limits,
     Offsets,
     PendingClock,
+    PositionProblem,
     TopicPartitionKey,
     check_position,
     decode_offsets,
@@ -243,7 +244,7 @@ class Planner:
             clock.forget_before(end[tp])
         return end, skipped
 
-    def _report(self, problem: Any) -> None:
+    def _report(self, problem: PositionProblem) -> None:
         key = ((problem.topic, problem.partition), problem.next_offset)
         if key in self.reported:
             return
