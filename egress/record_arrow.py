@@ -125,4 +125,3 @@ def record_bytes(batch: pa.RecordBatch) -> np.ndarray:
 
 def _lengths(array: pa.Array) -> np.ndarray:
     return pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
-

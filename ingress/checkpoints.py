@@ -25,6 +25,8 @@ class Checkpoint:
     destination_offset: int
     """Offset of the last record produced for it in the destination partition (-1: none)."""
     time: float
+    halted: str = ""
+    """Why the partition halted (corrupt or lost segment, record too large); empty if not."""
 
     @property
     def key(self) -> str:

@@ -54,6 +54,7 @@ class ResumePoint:
     next_source_offset: int | None
     """None: nothing of this source was ever produced here."""
     destination_offset: int
+    checkpoint: Checkpoint | None = None
 
 
 @dataclass(frozen=True)
@@ -167,9 +168,9 @@ def resume_point(
     if tail is not None:
         candidates.append((tail[1] + 1, tail[0]))
     if not candidates:
-        return ResumePoint(None, -1)
+        return ResumePoint(None, -1, checkpoint)
     next_offset, destination_offset = max(candidates)
-    return ResumePoint(next_offset, destination_offset)
+    return ResumePoint(next_offset, destination_offset, checkpoint)
 
 
 class PartitionProducer:
@@ -273,12 +274,15 @@ class PartitionProducer:
             raise self._failure
         self._producer.poll(0)
 
-    def commit(self, next_source_offset: int) -> int:
-        """Flush, write the checkpoint, commit. Returns the last destination offset."""
-        self._call(lambda: self._producer.flush(60))
-        if self._failure is not None:
-            raise self._failure
-        crash_point("ingress-after-produce-before-checkpoint")
+    def record_halt(self, next_source_offset: int, reason: str) -> None:
+        """Leave the reason a partition halted in its checkpoint, for operators and
+        ``replicator status`` (nothing else is produced)."""
+        self.begin()
+        self._checkpoint(next_source_offset, reason)
+        self._call(lambda: self._producer.commit_transaction(60))
+        self._in_transaction = False
+
+    def _checkpoint(self, next_source_offset: int, halted: str = "") -> None:
         t = self.target
         checkpoint = Checkpoint(
             t.destination_topic,
@@ -288,6 +292,7 @@ class PartitionProducer:
             next_source_offset,
             self._last_destination_offset,
             time.time(),
+            halted,
         )
         self._producer.produce(
             self._checkpoint_topic,
@@ -295,6 +300,14 @@ class PartitionProducer:
             value=checkpoint.to_json(),
             partition=checkpoint_partition(checkpoint.key, self._checkpoint_partitions),
         )
+
+    def commit(self, next_source_offset: int) -> int:
+        """Flush, write the checkpoint, commit. Returns the last destination offset."""
+        self._call(lambda: self._producer.flush(60))
+        if self._failure is not None:
+            raise self._failure
+        crash_point("ingress-after-produce-before-checkpoint")
+        self._checkpoint(next_source_offset)
         self._call(lambda: self._producer.commit_transaction(60))
         self._in_transaction = False
         return self._last_destination_offset

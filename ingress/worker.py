@@ -141,7 +141,13 @@ class PartitionWorker(threading.Thread):
                     return
             log.info("%s resumes at source offset %d", self.name, next_offset)
             self.status.next_offset = next_offset
-            self._replay(producer, next_offset)
+            try:
+                self._replay(producer, next_offset)
+            except (PartitionHalted, RecordTooLargeError) as exc:
+                producer.abort()
+                at = self.status.next_offset if self.status.next_offset is not None else 0
+                producer.record_halt(at, str(exc))
+                raise
         finally:
             producer.close()
 
@@ -249,6 +255,7 @@ class PartitionWorker(threading.Thread):
                 next_offset = produced_until = table.column("offset")[-1].as_py() + 1
                 if time.monotonic() - opened >= self.ingress.checkpoint_interval:
                     producer.commit(next_offset)
+                    self.status.next_offset = next_offset
                     produced_until = None
                     opened = time.monotonic()
             else:
@@ -269,6 +276,7 @@ class PartitionWorker(threading.Thread):
     def _commit_progress(self, producer: PartitionProducer, produced_until: int | None) -> None:
         if produced_until is not None:
             producer.commit(produced_until)
+            self.status.next_offset = produced_until
             self.metrics.checkpoint_offset.labels(*self._labels).set(produced_until)
 
     # -- bookkeeping ----------------------------------------------------------------------

@@ -126,6 +126,21 @@ def _compact(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from replicator.status import collect, render
+
+    rows = collect(_load(args))
+    now = time.time()
+    if args.json:
+        print(json.dumps([row.to_dict(now) for row in rows], indent=2))
+    else:
+        print(render(rows, now))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="replicator",
@@ -190,6 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--to-level", type=int, help="manual consolidation: output level")
     compact.add_argument("--master", help="Spark master URL (default local[parallelism])")
     compact.set_defaults(handler=_compact)
+
+    status = commands.add_parser(
+        "status", help="where each partition stands: source, S3 segments, ingress (read-only)"
+    )
+    status.add_argument("--config", required=True, help="deployment config (TOML)")
+    status.add_argument("--json", action="store_true", help="machine-readable output")
+    status.set_defaults(handler=_status)
     return parser
 
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 import time
 
 from confluent_kafka import Producer
@@ -93,3 +97,42 @@ first_segment_delay = "0s"
         ]
     topics = local_stack.admin(DESTINATION).list_topics(timeout=10).topics
     assert len(topics[copy].partitions) == PARTITIONS
+
+    # `replicator status` agrees with the stack: nothing left to export or replay.
+    from tests.independent import watermarks
+
+    result = subprocess.run(
+        [sys.executable, "-m", "replicator", "status", "--config", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = [r for r in json.loads(result.stdout) if r["topic"] == topic]
+    assert [r["partition"] for r in rows] == list(range(PARTITIONS))
+    for row in rows:
+        _, high = watermarks(local_stack.bootstrap(SOURCE), topic, row["partition"])
+        assert row["source_end"] == high
+        assert row["exported_end"] == high
+        assert row["replayed_end"] == high
+        assert (row["egress_lag_records"], row["ingress_lag_records"]) == (0, 0)
+        assert row["segments"] and not row["halted"]
+
+    # With both clusters unreachable it still reports what S3 says.
+    down = tmp_path / "down.toml"
+    down.write_text(
+        re.sub(
+            r'bootstrap_servers = "127\.0\.0\.1:\d+"',
+            'bootstrap_servers = "127.0.0.1:9"',
+            config_text,
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "replicator", "status", "--config", str(down)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if f"{SOURCE}/{topic}  0 " in x)
+    assert "unreachable" in line and str(rows[0]["exported_end"]) in line

@@ -76,6 +76,12 @@ def test_a_lost_segment_halts_only_its_partition_with_the_missing_range(
     assert metric(service, "replicator_ingress_partition_halted", 0) == 1
     assert provenance_offsets(local_stack, setup, 0) == list(range(10))
     assert provenance_offsets(local_stack, setup, 1) == list(range(30))
+    # The reason is left in the checkpoint, where `replicator status` shows it.
+    from replicator.status import collect
+
+    rows = {r.partition: r for r in collect(setup.config) if r.topic == setup.topic}
+    assert "offsets 10..19 did not appear within 2s" in rows[0].halted
+    assert rows[0].replayed_end == 10 and not rows[1].halted
 
 
 def test_skip_continues_after_a_lost_segment(local_stack, ingress_setup):

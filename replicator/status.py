@@ -1,0 +1,221 @@
+"""``replicator status``: where each partition stands, from the outside.
+
+It only reads: the source cluster's log ends, the segment listing of the source region's
+bucket, and ingress's resume point (its checkpoint and the destination partition's tail,
+see :mod:`ingress.destination`). It never joins a consumer group and works while the
+services run and when they are down: a cluster that does not answer within a few seconds
+is reported as unreachable and the columns that need it stay empty.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from replicator.config import Config
+from replicator.errors import StorageError
+from replicator.kafka_clients import client_config
+from replicator.segment_store import SegmentStore
+
+log = logging.getLogger(__name__)
+
+REACH_TIMEOUT = 5.0
+
+
+@dataclass
+class PartitionStatus:
+    region: str
+    topic: str
+    partition: int
+    source_end: int | None = None
+    """Log end offset of the source partition (None: cluster unreachable)."""
+    exported_end: int | None = None
+    """Offset after the last one covered by a segment."""
+    segments: dict[int, int] = field(default_factory=dict)
+    """Segment count per level."""
+    last_export_time: float | None = None
+    replayed_end: int | None = None
+    """Next source offset ingress will replay."""
+    replayed_time: float | None = None
+    destination_topic: str | None = None
+    halted: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def egress_lag_records(self) -> int | None:
+        if self.source_end is None:
+            return None
+        return max(0, self.source_end - (self.exported_end or 0))
+
+    @property
+    def ingress_lag_records(self) -> int | None:
+        if self.exported_end is None or self.replayed_end is None:
+            return None
+        return max(0, self.exported_end - self.replayed_end)
+
+    def lag_seconds(self, now: float) -> tuple[float | None, float | None]:
+        """Seconds since the step last made progress, or 0 when it is caught up."""
+        egress = None
+        if self.egress_lag_records is not None:
+            egress = (
+                0.0
+                if self.egress_lag_records == 0
+                else (now - self.last_export_time if self.last_export_time else None)
+            )
+        ingress = None
+        if self.ingress_lag_records is not None:
+            ingress = (
+                0.0
+                if self.ingress_lag_records == 0
+                else (now - self.replayed_time if self.replayed_time else None)
+            )
+        return egress, ingress
+
+    def to_dict(self, now: float) -> dict[str, Any]:
+        data = asdict(self)
+        data["segments"] = {str(k): v for k, v in sorted(self.segments.items())}
+        data["egress_lag_records"] = self.egress_lag_records
+        data["ingress_lag_records"] = self.ingress_lag_records
+        data["egress_lag_seconds"], data["ingress_lag_seconds"] = self.lag_seconds(now)
+        return data
+
+
+def _sources(config: Config) -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
+    if config.egress:
+        found += [(config.egress.region, t) for t in config.egress.topics]
+    if config.ingress:
+        found += [(s.region, s.topic) for s in config.ingress.sources]
+    return sorted(set(found))
+
+
+def _log_ends(config: Config, region: str, topic: str) -> dict[int, int] | None:
+    admin = AdminClient(client_config(config.region(region).kafka, socket_timeout_ms=3000))
+    try:
+        metadata = admin.list_topics(topic, timeout=REACH_TIMEOUT)
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None:
+            return {}
+        requests = {TopicPartition(topic, p): OffsetSpec.latest() for p in described.partitions}
+        futures = admin.list_offsets(requests, request_timeout=REACH_TIMEOUT)
+        return {tp.partition: f.result().offset for tp, f in futures.items()}
+    except KafkaException:
+        return None
+
+
+def collect(config: Config) -> list[PartitionStatus]:
+    """One row per source partition. Segments are read from the source region's bucket,
+    or from the ingress region's replicated copy where the source bucket has none."""
+    rows: list[PartitionStatus] = []
+    for region, topic in _sources(config):
+        stores = [SegmentStore.for_region(config, region)]
+        if config.ingress and config.ingress.region != region:
+            stores.append(SegmentStore.for_region(config, config.ingress.region))
+        ends = _log_ends(config, region, topic)
+        listed: dict[int, SegmentStore] = {}
+        for store in reversed(stores):  # the source bucket wins
+            try:
+                listed.update({p: store for p in store.list_partitions(region, topic)})
+            except StorageError as exc:
+                log.warning(
+                    "cannot list segments of %s/%s in %s: %s", region, topic, store.bucket, exc
+                )
+        for partition in sorted(set(listed) | set(ends or {})):
+            row = PartitionStatus(region, topic, partition)
+            if ends is None:
+                row.notes.append(f"Kafka of {region} unreachable")
+            else:
+                row.source_end = ends.get(partition)
+            if partition in listed:
+                segments = listed[partition].list_segments(region, topic, partition)
+                for segment in segments:
+                    row.segments[segment.key.level] = row.segments.get(segment.key.level, 0) + 1
+                if segments:
+                    row.exported_end = max(s.key.end for s in segments) + 1
+                    stamps = [s.last_modified.timestamp() for s in segments if s.last_modified]
+                    row.last_export_time = max(stamps) if stamps else None
+            _replayed(config, row)
+            rows.append(row)
+    return rows
+
+
+def _replayed(config: Config, row: PartitionStatus) -> None:
+    ingress = config.ingress
+    if ingress is None:
+        return
+    source = next(
+        (s for s in ingress.sources if (s.region, s.topic) == (row.region, row.topic)), None
+    )
+    if source is None:
+        return
+    from ingress.destination import Target, resume_point
+
+    row.destination_topic = source.destination
+    kafka = client_config(config.region(ingress.region).kafka)
+    try:
+        AdminClient(kafka).list_topics(timeout=REACH_TIMEOUT)
+        point = resume_point(
+            kafka,
+            Target(row.region, row.topic, row.partition, source.destination),
+            ingress.checkpoint_topic,
+            ingress.checkpoint_partitions,
+        )
+    except Exception as exc:
+        row.notes.append(f"ingress position unknown: {exc}")
+        return
+    row.replayed_end = point.next_source_offset
+    if point.checkpoint is not None:
+        row.replayed_time = point.checkpoint.time
+        row.halted = point.checkpoint.halted
+
+
+def render(rows: list[PartitionStatus], now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    header = (
+        "topic",
+        "part",
+        "source end",
+        "exported",
+        "segments",
+        "replayed",
+        "egress lag",
+        "ingress lag",
+        "state",
+    )
+    lines = [header]
+    for row in rows:
+        egress_s, ingress_s = row.lag_seconds(now)
+        segments = " ".join(f"L{k}:{v}" for k, v in sorted(row.segments.items())) or "-"
+        state = f"HALTED: {row.halted}" if row.halted else ("; ".join(row.notes) or "ok")
+        lines.append(
+            (
+                f"{row.region}/{row.topic}",
+                str(row.partition),
+                _num(row.source_end),
+                _num(row.exported_end),
+                segments,
+                _num(row.replayed_end),
+                _lag(row.egress_lag_records, egress_s),
+                _lag(row.ingress_lag_records, ingress_s),
+                state,
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
+    )
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _lag(records: int | None, seconds: float | None) -> str:
+    if records is None:
+        return "-"
+    return f"{records} ({seconds:.0f}s)" if seconds is not None else f"{records}"
