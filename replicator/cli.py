@@ -152,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("REPLICATOR_LOG_LEVEL", "INFO"),
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
     )
+    parser.add_argument(
+        "--log-format",
+        default=os.environ.get("REPLICATOR_LOG_FORMAT", "text"),
+        choices=["text", "json"],
+        help="one line per event; json for log shippers",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     stack = commands.add_parser(
@@ -217,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         code = handler(args)

@@ -1,18 +1,43 @@
 """Logging configuration for entry points (and only for them).
 
 Library modules log through ``logging.getLogger(__name__)`` and never configure handlers.
+One line per event: plain text for people, or ``--log-format json`` for log shippers, where
+fields passed with ``extra=`` (region, topic, partition, offsets, key) become JSON fields.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+from datetime import UTC, datetime
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+FIELDS = ("region", "topic", "partition", "offset", "start", "end", "key", "batch")
 
 
-def configure_logging(level: str = "INFO") -> None:
-    """One line per event on stderr; noisy client libraries are kept at WARNING."""
-    logging.basicConfig(level=level.upper(), format=_FORMAT, stream=sys.stderr, force=True)
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in FIELDS:
+            if hasattr(record, name):
+                data[name] = getattr(record, name)
+        if record.exc_info:
+            data["exception"] = self.formatException(record.exc_info)
+        return json.dumps(data, default=str)
+
+
+def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
+    """Log to stderr; noisy client libraries are kept at WARNING."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(_FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     for noisy in ("botocore", "boto3", "s3transfer", "urllib3", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
