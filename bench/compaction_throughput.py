@@ -15,20 +15,15 @@ import time
 import pyarrow.parquet as pq
 
 from bench.ingress_throughput import workload
-from bench.local_stack import bench_stack
+from bench.local_stack import STACK_TEMPLATE, bench_stack
 from compaction.job import CompactionJob
 from replicator.logs import configure_logging
 from replicator.segment_key import SegmentKey
 from replicator.segment_store import SegmentStore
 
-CONFIG = """
-[s3]
-endpoint_url = "http://127.0.0.1:{s3}"
-access_key_id = "bench"
-secret_access_key = "bench"
-[regions.us-east-1]
-bucket = "bench-us-east-1"
-kafka.bootstrap_servers = "127.0.0.1:{east}"
+CONFIG = (
+    STACK_TEMPLATE
+    + """
 [compaction]
 region = "us-east-1"
 parallelism = 2
@@ -38,6 +33,7 @@ min_segment_count = 2
 max_segment_count = 1000
 max_segment_bytes = "4GiB"
 """
+)
 
 
 def plain_rewrite(store: SegmentStore, partitions: int) -> tuple[int, float]:

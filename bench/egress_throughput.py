@@ -11,19 +11,14 @@ import json
 import time
 
 from bench.baselines import plain_consume
-from bench.local_stack import bench_stack
+from bench.local_stack import STACK_TEMPLATE, bench_stack
 from bench.workload import produce_workload
 from egress.job import EgressJob
 from replicator.logs import configure_logging
 
-CONFIG = """
-[s3]
-endpoint_url = "http://127.0.0.1:{s3}"
-access_key_id = "bench"
-secret_access_key = "bench"
-[regions.us-east-1]
-bucket = "bench-us-east-1"
-kafka.bootstrap_servers = "127.0.0.1:{east}"
+CONFIG = (
+    STACK_TEMPLATE
+    + """
 [egress]
 region = "us-east-1"
 checkpoint_location = "{root}/checkpoint"
@@ -33,6 +28,7 @@ max_segment_messages = 1000000
 max_segment_bytes = "{segment_bytes}"
 max_segment_age = "5m"
 """
+)
 
 
 def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dict[str, float]:

@@ -16,25 +16,16 @@ import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.local_stack import bench_stack
+from bench.local_stack import STACK_TEMPLATE, bench_stack
 from ingress.service import IngressService
 from replicator.logs import configure_logging
 from replicator.segment_format import SCHEMA
 from replicator.segment_key import SegmentKey, topic_descriptor_key
 from replicator.segment_store import SegmentStore
 
-CONFIG = """
-[s3]
-endpoint_url = "http://127.0.0.1:{s3}"
-access_key_id = "bench"
-secret_access_key = "bench"
-[regions.us-east-1]
-bucket = "bench-us-east-1"
-kafka.bootstrap_servers = "127.0.0.1:{east}"
-[regions.us-west-1]
-bucket = "bench-us-west-1"
-sqs_queue = "bench-us-west-1-events"
-kafka.bootstrap_servers = "127.0.0.1:{west}"
+CONFIG = (
+    STACK_TEMPLATE
+    + """
 [ingress]
 region = "us-west-1"
 segment_events_partitions = 8
@@ -44,6 +35,7 @@ topic = "bench"
 destination_topic = "bench.copy"
 first_segment_delay = "0s"
 """
+)
 SEGMENT_RECORDS = 250_000
 
 

@@ -11,6 +11,21 @@ from pathlib import Path
 from infra.stack import Stack, StackSpec
 from replicator.config import Config, load_config
 
+STACK_TEMPLATE = """
+[s3]
+endpoint_url = "http://127.0.0.1:{s3}"
+access_key_id = "bench"
+secret_access_key = "bench"
+[regions.us-east-1]
+bucket = "bench-us-east-1"
+kafka.bootstrap_servers = "127.0.0.1:{east}"
+[regions.us-west-1]
+bucket = "bench-us-west-1"
+sqs_queue = "bench-us-west-1-events"
+kafka.bootstrap_servers = "127.0.0.1:{west}"
+"""
+"""Both regions of every benchmark; each adds the sections of the job it measures."""
+
 
 def free_port() -> int:
     with socket.socket() as sock:
