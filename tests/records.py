@@ -69,3 +69,19 @@ def plain(count: int, start: int = 0, value_size: int = 100) -> pa.RecordBatch:
             for i in range(count)
         ]
     )
+
+
+def produce_every_shape(producer, topic: str, partitions: int, rounds: int, timestamp) -> None:  # type: ignore[no-untyped-def]
+    """Produce ``every_shape()`` ``rounds`` times to each partition; ``timestamp(record,
+    round)`` gives each record's CreateTime."""
+    for round_ in range(rounds):
+        for partition in range(partitions):
+            for record in every_shape():
+                producer.produce(
+                    topic,
+                    key=record["key"],
+                    value=record["value"],
+                    partition=partition,
+                    headers=[(h["key"], h["value"]) for h in record["headers"]],
+                    timestamp=timestamp(record, round_),
+                )

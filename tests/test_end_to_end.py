@@ -17,7 +17,7 @@ from replicator.config import load_config
 from tests.conftest import DESTINATION, SOURCE
 from tests.egress.conftest import create_topic, finish_bursts
 from tests.independent import read_partition
-from tests.records import every_shape
+from tests.records import produce_every_shape
 
 PARTITIONS = 3
 
@@ -54,17 +54,7 @@ first_segment_delay = "0s"
     config = load_config(path)
     create_topic(local_stack, topic, PARTITIONS, **{"cleanup.policy": "compact"})
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
-    for round_ in range(12):
-        for partition in range(PARTITIONS):
-            for record in every_shape():
-                producer.produce(
-                    topic,
-                    key=record["key"],
-                    value=record["value"],
-                    partition=partition,
-                    timestamp=1_700_000_000_000 + round_,
-                    headers=[(h["key"], h["value"]) for h in record["headers"]],
-                )
+    produce_every_shape(producer, topic, PARTITIONS, 12, lambda _r, n: 1_700_000_000_000 + n)
     finish_bursts(producer, topic, range(PARTITIONS))
 
     EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()

@@ -10,24 +10,14 @@ from egress.job import EgressJob
 from tests.conftest import SOURCE
 from tests.egress.conftest import create_topic, finish_bursts
 from tests.independent import assert_tiles, read_partition, s3_segments, watermarks
-from tests.records import every_shape
+from tests.records import produce_every_shape as produce_shapes
 
 PARTITIONS = 8
 
 
 def produce_every_shape(bootstrap: str, topic: str, rounds: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
-    for round_ in range(rounds):
-        for partition in range(PARTITIONS):
-            for record in every_shape():
-                producer.produce(
-                    topic,
-                    key=record["key"],
-                    value=record["value"],
-                    partition=partition,
-                    headers=[(h["key"], h["value"]) for h in record["headers"]],
-                    timestamp=max(record["timestamp"], 0) + round_,
-                )
+    produce_shapes(producer, topic, PARTITIONS, rounds, lambda r, n: max(r["timestamp"], 0) + n)
     producer.flush(30)
 
 
