@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from infra.stack import Stack, StackSpec
+from infra.stack import Stack, StackSpec, free_port
 from replicator.config import Config, load_config
 
 STACK_TEMPLATE = """
@@ -25,12 +24,6 @@ sqs_queue = "bench-us-west-1-events"
 kafka.bootstrap_servers = "127.0.0.1:{west}"
 """
 """Both regions of every benchmark; each adds the sections of the job it measures."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

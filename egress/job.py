@@ -204,8 +204,19 @@ class EgressJob:
                 continue
             self._seen_batches.add(batch_id)
             records += int(progress.numInputRows)
-            duration = progress.durationMs.get("triggerExecution", 0) / 1000.0
+            durations = progress.durationMs
+            duration = durations.get("triggerExecution", 0) / 1000.0
             self._batch_seconds += duration
+            log.info(
+                "batch %d: %d records in %.1fs (planning %.1fs, writing %.1fs, commit %.1fs)",
+                batch_id,
+                progress.numInputRows,
+                duration,
+                durations.get("latestOffset", 0) / 1000.0,
+                durations.get("addBatch", 0) / 1000.0,
+                durations.get("commitOffsets", 0) / 1000.0,
+                extra={"batch": batch_id},
+            )
             metrics.batch_completed(duration)
         return records
 

@@ -376,7 +376,10 @@ def read_range(config: Config, rng: KafkaRange) -> Iterator[pa.RecordBatch]:
         last_progress = time.monotonic()
         while position < rng.end:
             records = []
-            for message in consumer.consume(num_messages=READ_BATCH, timeout=1.0):
+            # Never ask for more than the range still holds: consume() waits out its
+            # timeout until it has num_messages, which would cost every small range 1 s.
+            wanted = min(READ_BATCH, rng.end - position)
+            for message in consumer.consume(num_messages=wanted, timeout=1.0):
                 error = message.error()
                 if error is not None:
                     position = _handle_read_error(error, message, rng, position)

@@ -180,6 +180,13 @@ class StackSpec:
         return services
 
 
+def free_port() -> int:
+    """A TCP port nobody listens on right now, for stacks that must not collide."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _single_local_address(bootstrap: str, where: str) -> tuple[str, int]:
     first = bootstrap.split(",")[0].strip()
     host, _, port = first.rpartition(":")

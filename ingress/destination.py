@@ -76,6 +76,9 @@ def _consumer(base: dict[str, Any]) -> Consumer:
             "enable.auto.commit": False,
             "enable.partition.eof": True,
             "isolation.level": "read_committed",
+            # Scans end at end-of-partition, which a broker reports only after a fetch
+            # came back empty; don't let it hold that fetch for the default 500 ms.
+            "fetch.wait.max.ms": 10,
         }
     )
 

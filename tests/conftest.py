@@ -7,7 +7,6 @@ Integration tests use real services only; nothing here mocks Kafka, S3 or SQS.
 from __future__ import annotations
 
 import itertools
-import socket
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from infra.stack import Stack, StackSpec, create_bucket
+from infra.stack import Stack, StackSpec, create_bucket, free_port
 from replicator.config import Config, load_config
 from replicator.segment_store import SegmentStore
 
@@ -46,12 +45,6 @@ region = "{destination}"
 region = "{source}"
 topic = "sensor.events"
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def write_stack_config(path: Path, token: str = "") -> Path:

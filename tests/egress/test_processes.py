@@ -19,7 +19,8 @@ import pytest
 from confluent_kafka import Producer
 
 from egress.job import EgressJob
-from tests.conftest import SOURCE, free_port
+from infra.stack import free_port
+from tests.conftest import SOURCE
 from tests.egress.conftest import create_topic, finish_bursts
 from tests.independent import assert_tiles, read_partition, s3_segments
 

@@ -1,0 +1,763 @@
+"""The disaster-recovery drill behind ``make demo``, on the local stack.
+
+It starts both regions, produces a realistic workload to two us-east-1 topics (keyed and
+compacted with tombstones and empty values; plain with headers) while egress, the
+replication stand-in and ingress stream it to us-west-1; it kills ingress with SIGKILL
+midway and starts it again; then it stops the services, runs one compaction pass and
+checks, with plain consumers and the segment reader, that
+
+* every destination partition holds exactly the source partition's records, in order
+  (key, value, timestamp, headers; the source offset from the provenance header), and
+* after compaction the segments in the source bucket still hold every source record.
+
+The services run as the operator runs them: ``replicator egress|ingress|compact``
+subprocesses with their own logs. The drill exits 1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, cast
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from infra.drill_report import (
+    Record,
+    TopicSummary,
+    compare_partition,
+    coverage_gaps,
+    percentile,
+    progress_bar,
+    render_summary,
+)
+from infra.stack import Stack, StackSpec, free_port
+from ingress import provenance
+from ingress.replay_plan import ReadNext, next_step
+from replicator.config import Config, load_config
+from replicator.segment_store import SegmentStore
+from replicator.status import PartitionStatus, collect, render
+
+log = logging.getLogger(__name__)
+
+SOURCE = "us-east-1"
+DESTINATION = "us-west-1"
+ACCOUNTS = "demo.accounts"
+CLICKS = "demo.clicks"
+TOPICS = (ACCOUNTS, CLICKS)
+STARTED_LINE = "started (streaming)"
+"""What egress logs once its streaming query runs."""
+
+CONFIG_TEMPLATE = """\
+# Written by the disaster-recovery drill (make demo); ports are free ones picked per run.
+[s3]
+endpoint_url = "http://127.0.0.1:{s3}"
+access_key_id = "demo"
+secret_access_key = "demo"
+
+[regions.us-east-1]
+bucket = "demo-us-east-1"
+kafka.bootstrap_servers = "127.0.0.1:{east}"
+
+[regions.us-west-1]
+bucket = "demo-us-west-1"
+sqs_queue = "demo-us-west-1-events"
+kafka.bootstrap_servers = "127.0.0.1:{west}"
+
+[egress]
+region = "us-east-1"
+checkpoint_location = "{root}/egress-checkpoint"
+state_dir = "{root}/egress-state"
+trigger_interval = "1s"
+metrics_port = {egress_metrics}
+
+[egress.defaults]
+max_segment_age = "2s"
+max_segment_bytes = "64MiB"
+
+[egress.topics."demo.accounts"]
+[egress.topics."demo.clicks"]
+
+[ingress]
+region = "us-west-1"
+relist_interval = "2s"
+segment_events_partitions = 4
+metrics_port = {ingress_metrics}
+
+[[ingress.sources]]
+region = "us-east-1"
+topic = "demo.accounts"
+first_segment_delay = "0s"
+lost_segment_timeout = "2m"
+
+[[ingress.sources]]
+region = "us-east-1"
+topic = "demo.clicks"
+first_segment_delay = "0s"
+lost_segment_timeout = "2m"
+
+[compaction]
+region = "us-east-1"
+parallelism = 2
+
+[compaction.storage_class]
+1 = "STANDARD_IA"
+
+[compaction.topics."demo.accounts"]
+min_segment_age = "0s"
+min_segment_count = 2
+
+[compaction.topics."demo.clicks"]
+min_segment_age = "0s"
+min_segment_count = 2
+"""
+
+
+@dataclass(frozen=True)
+class DrillOptions:
+    workdir: Path
+    records: int = 300_000
+    """Records produced in all, half to each topic."""
+    seconds: float = 60.0
+    """Production is spread evenly over this long, so the services stream it."""
+    partitions: int = 4
+    kill_at: float = 0.5
+    """Ingress is killed and restarted once this fraction of the records is produced and
+    this fraction of those is replayed: mid-stream, with work on both sides of the kill."""
+    drain_timeout: float = 180.0
+    """Longest wait, after production ends, for the destination to catch up."""
+
+
+@dataclass
+class DrillResult:
+    summaries: list[TopicSummary]
+    status_running: list[PartitionStatus] = field(default_factory=list)
+    status_stopped: list[PartitionStatus] = field(default_factory=list)
+    source_ends: dict[tuple[str, int], int] = field(default_factory=dict)
+    """Log end of every source partition, read at the end by a plain consumer."""
+    problems: list[str] = field(default_factory=list)
+    """Problems not tied to one topic (a service that failed, a timeout)."""
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems and all(s.verified for s in self.summaries)
+
+
+# --------------------------------------------------------------------------- workload
+
+
+class Workload:
+    """Produces both topics at an even rate from a background thread.
+
+    Accounts: keys from a pool of 5,000 so keys repeat (a compacted topic), every 8th
+    record a tombstone (null value) and every 50th an empty value, which must stay
+    different. Clicks: no key, three headers, one of them sometimes with a null value.
+    Each partition ends with a single-record batch so that its log end is exact even on a
+    broker that reports the last batch's base offset as its high watermark.
+    """
+
+    def __init__(self, bootstrap: str, options: DrillOptions) -> None:
+        self.bootstrap = bootstrap
+        self.options = options
+        self.produced = 0
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="drill-producer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            self._produce()
+        except BaseException as exc:  # reported by the drill, not swallowed
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def _produce(self) -> None:
+        producer = Producer(
+            {"bootstrap.servers": self.bootstrap, "linger.ms": 20, "compression.type": "lz4"}
+        )
+        rng = random.Random(20261122)
+        total = self.options.records
+        rate = total / self.options.seconds
+        started = time.monotonic()
+        for i in range(total):
+            if i % 2 == 0:
+                producer.produce(ACCOUNTS, **_account(rng, i))
+            else:
+                producer.produce(CLICKS, **_click(rng, i))
+            self.produced = i + 1
+            if i % 500 == 499:
+                producer.poll(0)
+                ahead = (i + 1) / rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+        _require_flushed(producer, 60)
+        for topic in TOPICS:
+            for partition in range(self.options.partitions):
+                producer.produce(
+                    topic,
+                    key=b"drill-end",
+                    value=b"end of drill workload",
+                    partition=partition,
+                    headers=[("drill", b"end")],
+                )
+                _require_flushed(producer, 30)
+
+
+def _account(rng: random.Random, i: int) -> dict[str, Any]:
+    account = rng.randrange(5_000)
+    key = b"account-%05d" % account
+    if i % 16 == 0:
+        value: bytes | None = None
+    elif i % 100 == 2:
+        value = b""
+    else:
+        value = json.dumps(
+            {"account": account, "balance": rng.randrange(10**7), "currency": "EUR", "seq": i}
+        ).encode()
+    return {"key": key, "value": value}
+
+
+PAGES = ("/", "/pricing", "/docs/replication", "/checkout", "/account/settings")
+
+
+def _click(rng: random.Random, i: int) -> dict[str, Any]:
+    value = json.dumps(
+        {
+            "page": rng.choice(PAGES),
+            "session": f"{rng.getrandbits(64):016x}",
+            "agent": "Mozilla/5.0 (X11; Linux x86_64) drill",
+            "seq": i,
+        }
+    ).encode()
+    headers: list[tuple[str, bytes | None]] = [
+        ("source", rng.choice((b"web", b"ios", b"android"))),
+        ("trace-id", b"%032x" % rng.getrandbits(128)),
+        ("retry", None if i % 7 else b"1"),
+    ]
+    return {"key": None, "value": value, "headers": headers}
+
+
+def _require_flushed(producer: Producer, timeout: float) -> None:
+    left = producer.flush(timeout)
+    if left:
+        raise RuntimeError(f"{left} records were not acknowledged by the source cluster")
+
+
+# ------------------------------------------------------------------- destination tail
+
+
+class DestinationTail:
+    """Reads the destination topics as they fill (read_committed, like an application
+    failing over would) and records, per record, the seconds from its source timestamp to
+    the moment it became readable: the end-to-end lag."""
+
+    def __init__(self, bootstrap: str, destinations: dict[str, str], partitions: int) -> None:
+        self.bootstrap = bootstrap
+        self.destinations = destinations  # source topic -> destination topic
+        self.partitions = partitions
+        self.counts: dict[tuple[str, int], int] = {}
+        self.lags: dict[str, list[float]] = {t: [] for t in destinations}
+        self.stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="drill-tail", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self._thread.join(30)
+
+    def replayed(self, topic: str | None = None) -> int:
+        return sum(n for (t, _), n in self.counts.items() if topic in (None, t))
+
+    def _run(self) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": "drill-tail",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        try:
+            wanted = set(self.destinations.values())
+            while not self.stop.is_set():
+                topics = consumer.list_topics(timeout=5).topics
+                if all(t in topics and topics[t].partitions for t in wanted):
+                    break
+                self.stop.wait(0.5)
+            source_of = {d: s for s, d in self.destinations.items()}
+            consumer.assign(
+                [
+                    TopicPartition(t, p, OFFSET_BEGINNING)
+                    for t in sorted(wanted)
+                    for p in range(self.partitions)
+                ]
+            )
+            while not self.stop.is_set():
+                for message in consumer.consume(1000, timeout=0.2):
+                    if message.error():
+                        continue
+                    now = time.time()
+                    topic = source_of[str(message.topic())]
+                    key = (topic, int(message.partition() or 0))
+                    self.counts[key] = self.counts.get(key, 0) + 1
+                    self.lags[topic].append(now - message.timestamp()[1] / 1000)
+        finally:
+            consumer.close()
+
+
+# ------------------------------------------------------------------------ services
+
+
+class Service:
+    """One ``replicator`` subprocess in its own process group, logging to a file."""
+
+    def __init__(self, name: str, args: Sequence[str], log_path: Path) -> None:
+        self.name = name
+        self.args = list(args)
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as sink:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "replicator", *self.args],
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def exited(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def kill(self) -> None:
+        """SIGKILL to the whole process group: no shutdown hook, no final checkpoint."""
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM to the service (it stops gracefully), SIGKILL after ``timeout``."""
+        if self.process is None:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("%s did not stop within %.0fs; killing it", self.name, timeout)
+                self.kill()
+        return self.process.returncode
+
+
+# --------------------------------------------------------------------------- drill
+
+
+class Drill:
+    def __init__(self, options: DrillOptions, out: IO[str] | None = None) -> None:
+        self.options = options
+        self.out = out if out is not None else sys.stdout
+        self.started = time.monotonic()
+
+    def say(self, text: str) -> None:
+        self.out.write(f"[{time.monotonic() - self.started:5.0f}s] {text}\n")
+        self.out.flush()
+
+    def run(self) -> DrillResult:
+        root = self.options.workdir.resolve()
+        if root.exists():
+            shutil.rmtree(root)
+        (root / "logs").mkdir(parents=True)
+        config_path = root / "demo.toml"
+        config_path.write_text(
+            CONFIG_TEMPLATE.format(
+                s3=free_port(),
+                east=free_port(),
+                west=free_port(),
+                egress_metrics=free_port(),
+                ingress_metrics=free_port(),
+                root=root,
+            )
+        )
+        config = load_config(config_path)
+        stack = Stack(StackSpec.from_config(config, root / "stack"))
+        self.say(f"starting the local stack (config {config_path})")
+        stack.up()
+        services: list[Service] = []
+        try:
+            return self._drill(config, config_path, root, services)
+        finally:
+            for service in services:
+                service.kill()
+            stack.down()
+            self.say("local stack stopped")
+
+    def _drill(
+        self, config: Config, config_path: Path, root: Path, services: list[Service]
+    ) -> DrillResult:
+        options = self.options
+        east = config.region(SOURCE).kafka.bootstrap_servers
+        west = config.region(DESTINATION).kafka.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": east})
+        futures = admin.create_topics(
+            [
+                NewTopic(ACCOUNTS, options.partitions, config={"cleanup.policy": "compact"}),
+                NewTopic(CLICKS, options.partitions),
+            ]
+        )
+        for future in futures.values():
+            future.result(timeout=30)
+        self.say(
+            f"created {ACCOUNTS} (compacted, keyed, tombstones) and {CLICKS} (headers), "
+            f"{options.partitions} partitions each, in {SOURCE}"
+        )
+        assert config.ingress is not None and config.egress is not None
+        destinations = {s.topic: s.destination for s in config.ingress.sources}
+        common = ["--config", str(config_path)]
+        egress = Service("egress", ["egress", *common], root / "logs" / "egress.log")
+        ingress = Service("ingress", ["ingress", *common], root / "logs" / "ingress-1.log")
+        services += [egress, ingress]
+        egress.start()
+        ingress.start()
+        self.say(
+            f"egress (pid {egress.pid}, metrics :{config.egress.metrics_port}) and ingress "
+            f"(pid {ingress.pid}, metrics :{config.ingress.metrics_port}) started"
+        )
+        self._wait_for_egress(egress)
+        tail = DestinationTail(west, destinations, options.partitions)
+        tail.start()
+        workload = Workload(east, options)
+        workload.start()
+        self.say(
+            f"producing {options.records:,} records over {options.seconds:.0f}s "
+            f"while egress, replication and ingress stream them"
+        )
+        result = DrillResult(summaries=[])
+        store = SegmentStore.for_region(config, SOURCE)
+        killed = False
+        last_report = 0.0
+        drain_deadline: float | None = None
+        while True:
+            time.sleep(0.25)
+            for service in services:
+                if service.exited() is not None:
+                    raise DrillFailed(
+                        f"{service.name} exited with code {service.exited()}; "
+                        f"see {service.log_path}"
+                    )
+            if workload.error is not None:
+                raise DrillFailed(f"producing the workload failed: {workload.error}")
+            if (
+                not killed
+                and workload.produced >= options.kill_at * options.records
+                and tail.replayed() >= options.kill_at * workload.produced
+            ):
+                killed = True
+                old = ingress.pid
+                ingress.kill()
+                services.remove(ingress)
+                ingress = Service("ingress", ["ingress", *common], root / "logs" / "ingress-2.log")
+                services.append(ingress)
+                ingress.start()
+                self.say(
+                    f"killed ingress (pid {old}) with SIGKILL mid-stream; "
+                    f"started it again (pid {ingress.pid})"
+                )
+            now = time.monotonic()
+            ends: dict[tuple[str, int], int] | None = None
+            if workload.done.is_set():
+                if drain_deadline is None:
+                    drain_deadline = now + options.drain_timeout
+                    self.say(f"all {options.records:,} records produced; waiting for replay")
+                ends = source_ends(east, options.partitions)
+                if killed and all(tail.counts.get(k, 0) >= n for k, n in ends.items()):
+                    self._progress(workload, store, tail)
+                    break
+                if now > drain_deadline:
+                    result.problems.append(
+                        f"the destination did not catch up within {options.drain_timeout:.0f}s"
+                    )
+                    break
+            if now - last_report >= 3:
+                last_report = now
+                self._progress(workload, store, tail)
+
+        result.status_running = collect(config)
+        self.say("replicator status, services running:")
+        self.out.write(render(result.status_running) + "\n")
+        for service in (egress, ingress):
+            code = service.stop()
+            if code not in (0, None):
+                result.problems.append(f"{service.name} exited with code {code} on SIGTERM")
+        tail.close()
+        self.say("egress and ingress stopped (SIGTERM); replicator status, services down:")
+        result.status_stopped = collect(config)
+        self.out.write(render(result.status_stopped) + "\n")
+
+        self.say("running one compaction pass (level 0 -> 1)")
+        compaction = subprocess.run(
+            [sys.executable, "-m", "replicator", "compact", *common, "--once"],
+            stdout=subprocess.PIPE,
+            stderr=(root / "logs" / "compaction.log").open("wb"),
+            text=True,
+            timeout=600,
+        )
+        if compaction.returncode != 0:
+            result.problems.append(
+                f"compaction exited with code {compaction.returncode}; "
+                f"see {root / 'logs' / 'compaction.log'}"
+            )
+        for line in compaction.stdout.splitlines():
+            self.say(f"compaction: {line}")
+
+        self.say("verifying every destination partition against its source partition")
+        result.summaries = [
+            self._verify(config, topic, destinations[topic], tail, result) for topic in TOPICS
+        ]
+        return result
+
+    def _wait_for_egress(self, egress: Service, timeout: float = 180.0) -> None:
+        """Production starts once egress's streaming query runs, so that the lag measured
+        is the pipeline's and not Spark's start-up."""
+        self.say("waiting for egress's Spark query to start")
+        deadline = time.monotonic() + timeout
+        while STARTED_LINE not in egress.log_path.read_text(errors="replace"):
+            if egress.exited() is not None:
+                raise DrillFailed(
+                    f"egress exited with code {egress.exited()}; see {egress.log_path}"
+                )
+            if time.monotonic() > deadline:
+                raise DrillFailed(f"egress did not start within {timeout:.0f}s")
+            time.sleep(0.5)
+
+    def _progress(self, workload: Workload, store: SegmentStore, tail: DestinationTail) -> None:
+        exported = segments = 0
+        for topic in TOPICS:
+            for partition in range(self.options.partitions):
+                listed = store.list_segments(SOURCE, topic, partition)
+                segments += len(listed)
+                exported += max((s.key.end + 1 for s in listed), default=0)
+        lags = [x for values in tail.lags.values() for x in values[-2000:]]
+        p50 = percentile(lags, 50)
+        self.say(
+            f"produced {progress_bar(workload.produced, self.options.records)} "
+            f"{workload.produced:,} | in S3 {exported:,} ({segments} segments) | "
+            f"replayed {tail.replayed():,}"
+            + (f" | recent lag p50 {p50:.1f}s" if p50 is not None else "")
+        )
+
+    def _verify(
+        self,
+        config: Config,
+        topic: str,
+        destination: str,
+        tail: DestinationTail,
+        result: DrillResult,
+    ) -> TopicSummary:
+        east = config.region(SOURCE).kafka.bootstrap_servers
+        west = config.region(DESTINATION).kafka.bootstrap_servers
+        summary = TopicSummary(topic, destination, partitions=self.options.partitions)
+        summary.lags = tail.lags[topic]
+        store = SegmentStore.for_region(config, SOURCE)
+        for partition in range(self.options.partitions):
+            source = read_partition(east, topic, partition)
+            result.source_ends[(topic, partition)] = source[-1][0] + 1 if source else 0
+            summary.records += len(source)
+            copied = [
+                _with_source_offset(r, SOURCE, topic, partition)
+                for r in read_partition(west, destination, partition)
+            ]
+            summary.problems += [
+                f"partition {partition}: {p}" for p in compare_partition(source, copied)
+            ]
+            segments = store.list_segments(SOURCE, topic, partition)
+            for segment in segments:
+                summary.segments[segment.key.level] = summary.segments.get(segment.key.level, 0) + 1
+                summary.s3_bytes += segment.size
+            end = result.source_ends[(topic, partition)]
+            gaps = coverage_gaps(((s.key.start, s.key.end) for s in segments), 0, end)
+            if gaps:
+                summary.problems.append(f"partition {partition}: S3 misses offsets {gaps}")
+                continue
+            backup = read_backup(store, topic, partition, end)
+            summary.problems += [
+                f"partition {partition}: S3 backup {p}" for p in compare_partition(source, backup)
+            ]
+        return summary
+
+
+class DrillFailed(Exception):
+    """A service died or the workload could not be produced: the drill cannot go on."""
+
+
+def source_ends(bootstrap: str, partitions: int) -> dict[tuple[str, int], int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drill-ends"})
+    try:
+        return {
+            (topic, p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for topic in TOPICS
+            for p in range(partitions)
+        }
+    finally:
+        consumer.close()
+
+
+def read_partition(bootstrap: str, topic: str, partition: int) -> list[Record]:
+    """Every record of one partition, read_committed, with a plain consumer."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "drill-verify",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    records: list[Record] = []
+    try:
+        _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
+        if high <= 0:
+            return records
+        consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        while True:
+            message = consumer.poll(10)
+            if message is None:
+                raise DrillFailed(f"reading {topic}[{partition}] stalled before offset {high}")
+            error = message.error()
+            offset = int(message.offset() or 0)
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    if offset >= high:
+                        return records
+                    continue
+                raise DrillFailed(f"reading {topic}[{partition}]: {error}")
+            raw = cast(list[tuple[str, Any]], message.headers() or [])
+            headers = tuple((name, _bytes(value)) for name, value in raw)
+            records.append(
+                (
+                    offset,
+                    _bytes(message.key()),
+                    _bytes(message.value()),
+                    message.timestamp()[1],
+                    headers,
+                )
+            )
+            if offset + 1 >= high:
+                return records
+    finally:
+        consumer.close()
+
+
+def _bytes(value: str | bytes | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
+
+
+def _with_source_offset(record: Record, region: str, topic: str, partition: int) -> Record:
+    _, key, value, timestamp, headers = record
+    offset = provenance.source_offset(list(headers), region, topic, partition)
+    kept = tuple(h for h in headers if h[0] != provenance.HEADER)
+    return (-1 if offset is None else offset, key, value, timestamp, kept)
+
+
+def read_backup(store: SegmentStore, topic: str, partition: int, end: int) -> list[Record]:
+    """The partition's records as the segments in S3 hold them, read the way ingress
+    chooses segments (the one reaching furthest), checksums verified."""
+    keys = [s.key for s in store.list_segments(SOURCE, topic, partition)]
+    records: list[Record] = []
+    position = 0
+    while position < end:
+        step = next_step(position, keys)
+        if not isinstance(step, ReadNext):
+            break
+        table = store.read_segment(step.segment)
+        for row in table.to_pylist():
+            if row["offset"] < position:
+                continue
+            millis = int(row["timestamp"].timestamp() * 1000)
+            headers = tuple((h["key"], h["value"]) for h in row["headers"])
+            records.append((row["offset"], row["key"], row["value"], millis, headers))
+        position = step.segment.end + 1
+    return records
+
+
+WHERE_NEXT = """\
+Where to look next:
+  this drill's logs       {root}/logs/  (egress.log, ingress-1.log, ingress-2.log, compaction.log)
+  this drill's config     {root}/demo.toml
+  your own stack          make stack-up, then replicator egress|ingress --config config.example.toml
+  where partitions stand  replicator status --config FILE  (README: "replicator status")
+  metrics                 docs/metrics.md; egress and ingress serve /metrics on metrics_port
+"""
+
+
+def run_drill(options: DrillOptions, out: IO[str] | None = None) -> DrillResult:
+    drill = Drill(options, out)
+    try:
+        result = drill.run()
+    except DrillFailed as exc:
+        drill.say(f"drill stopped: {exc}")
+        return DrillResult(summaries=[], problems=[str(exc)])
+    sink = drill.out
+    sink.write("\n" + render_summary(result.summaries) + "\n")
+    for problem in result.problems:
+        sink.write(f"FAILED: {problem}\n")
+    verdict = "PASSED" if result.passed else "FAILED"
+    sink.write(
+        f"\nDrill {verdict} in {time.monotonic() - drill.started:.0f}s: ingress was killed "
+        f"midway and nothing was lost or duplicated.\n"
+        if result.passed
+        else f"\nDrill {verdict} in {time.monotonic() - drill.started:.0f}s.\n"
+    )
+    sink.write("\n" + WHERE_NEXT.format(root=options.workdir.resolve()))
+    sink.flush()
+    return result
+
+
+def main(argv: Sequence[str] | None = None, exit: Callable[[int], Any] = sys.exit) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m infra.drill",
+        description="Disaster-recovery drill on the local stack (make demo).",
+    )
+    parser.add_argument("--records", type=int, default=DrillOptions.records)
+    parser.add_argument("--seconds", type=float, default=DrillOptions.seconds)
+    parser.add_argument("--partitions", type=int, default=DrillOptions.partitions)
+    parser.add_argument("--workdir", type=Path, default=Path(".replicator/demo"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    options = DrillOptions(
+        workdir=args.workdir,
+        records=args.records,
+        seconds=args.seconds,
+        partitions=args.partitions,
+    )
+    exit(0 if run_drill(options).passed else 1)
+
+
+if __name__ == "__main__":
+    main()
