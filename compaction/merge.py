@@ -19,6 +19,7 @@ from compaction.planning import Merge
 from replicator.config import Config
 from replicator.errors import SegmentMismatchError
 from replicator.faults import crash_point
+from replicator.logs import partition_fields
 from replicator.segment_key import SegmentKey
 from replicator.segment_store import SegmentStore, StoredSegment
 
@@ -68,7 +69,15 @@ def run_merge(
         for segment in merge.inputs:
             crash_point("compaction-during-deletes")
             deleted += store.delete_segments([segment.key])
-    log.info("merged %d segments into %s (%d records)", len(merge.inputs), stored.s3_key, records)
+    key = merge.output
+    log.info(
+        "merged %d segments into %s (%d records)",
+        len(merge.inputs),
+        stored.s3_key,
+        records,
+        extra=partition_fields(key.region, key.topic, key.partition, start=key.start, end=key.end)
+        | {"key": stored.s3_key},
+    )
     return MergeResult(
         merge.output,
         len(merge.inputs),

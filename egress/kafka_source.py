@@ -44,6 +44,7 @@ from egress.spark_options import CONFIG_OPTION, config_from_options
 from replicator.config import Config, EgressConfig
 from replicator.errors import BrokerError, DataLossError
 from replicator.kafka_clients import client_config
+from replicator.logs import partition_fields
 from replicator.segment_store import SegmentStore
 
 log = logging.getLogger(__name__)
@@ -200,6 +201,7 @@ class Planner:
                 result[tp],
                 committed.get(tp),
                 exported.get(tp),
+                extra=partition_fields(self.egress.region, tp[0], tp[1], offset=result[tp]),
             )
         return result
 
@@ -255,6 +257,13 @@ class Planner:
             self.egress.region,
             problem.describe(),
             self.egress.on_data_loss,
+            extra=partition_fields(
+                self.egress.region,
+                problem.topic,
+                problem.partition,
+                start=problem.lost_first,
+                end=problem.lost_last,
+            ),
         )
         self.state.record_data_loss(
             {
@@ -420,7 +429,14 @@ def _handle_read_error(error: Any, message: Any, rng: KafkaRange, position: int)
             f"{position} (planned range {rng.start}..{rng.end - 1}): {error.str()}",
         )
     if error.retriable() or code == KafkaError._TRANSPORT:
-        log.warning("retrying read of %s partition %d: %s", rng.topic, rng.partition, error.str())
+        log.warning(
+            "retrying read of %s partition %d at offset %d: %s",
+            rng.topic,
+            rng.partition,
+            position,
+            error.str(),
+            extra={"topic": rng.topic, "partition": rng.partition, "offset": position},
+        )
         return position
     raise BrokerError(f"reading {rng.topic} partition {rng.partition}: {error.str()}")
 

@@ -26,6 +26,7 @@ from ingress.worker import PartitionWorker
 from replicator.config import Config, IngressConfig, IngressSource
 from replicator.errors import BrokerError, ConfigError, ReplicatorError
 from replicator.kafka_clients import client_config, ensure_topic
+from replicator.logs import partition_fields
 from replicator.s3 import ObjectNotFoundError
 from replicator.segment_key import topic_descriptor_key
 from replicator.segment_store import SegmentStore
@@ -256,7 +257,11 @@ class IngressService:
             due = self._restart_at.setdefault(key, now + RESTART_BACKOFF)
             if now >= due:
                 del self._restart_at[key]
-                log.info("restarting the worker of %s/%s partition %d", *key)
+                log.info(
+                    "restarting the worker of %s/%s partition %d",
+                    *key,
+                    extra=partition_fields(*key),
+                )
                 self.workers.pop(key)
                 self._start_worker(key)
 

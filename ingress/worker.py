@@ -40,6 +40,7 @@ from replicator.errors import (
     SegmentKeyError,
     SegmentMismatchError,
 )
+from replicator.logs import ContextLog, partition_fields
 from replicator.s3 import ObjectNotFoundError
 from replicator.segment_key import SegmentKey
 from replicator.segment_store import SegmentStore, StoredSegment
@@ -88,6 +89,7 @@ class PartitionWorker(threading.Thread):
         self._target_end: int | None = None
         self._labels = (source.region, source.topic, str(partition))
         self.target = Target(source.region, source.topic, partition, source.destination)
+        self.log = ContextLog(log, partition_fields(source.region, source.topic, partition))
 
     # -- control --------------------------------------------------------------------------
 
@@ -102,15 +104,15 @@ class PartitionWorker(threading.Thread):
             self._run()
         except OwnershipLost as exc:
             self.status.state = "stopped"
-            log.info("%s: %s", self.name, exc)
+            self.log.info("%s: %s", self.name, exc)
         except (PartitionHalted, RecordTooLargeError) as exc:
             self.status.state, self.status.reason = "halted", str(exc)
             self.metrics.halted.labels(*self._labels).set(1)
-            log.error("partition halted: %s", exc)
+            self.log.error("partition halted: %s", exc)
         except BaseException as exc:  # reported, and the service restarts the worker
             self.status.state, self.status.reason = "failed", str(exc)
             self.failure = exc
-            log.error(
+            self.log.error(
                 "%s failed: %s", self.name, exc, exc_info=not isinstance(exc, ReplicatorError)
             )
 
@@ -139,7 +141,12 @@ class PartitionWorker(threading.Thread):
                 next_offset = self._first_offset()
                 if next_offset is None:
                     return
-            log.info("%s resumes at source offset %d", self.name, next_offset)
+            self.log.info(
+                "%s resumes at source offset %d",
+                self.name,
+                next_offset,
+                extra={"offset": next_offset},
+            )
             self.status.next_offset = next_offset
             try:
                 self._replay(producer, next_offset)
@@ -206,11 +213,12 @@ class PartitionWorker(threading.Thread):
         if late is None or late[0] != gap.first:
             late = (gap.first, 0)
             self.metrics.late_segments.labels(*self._labels).inc()
-            log.warning(
+            self.log.warning(
                 "%s: offsets %d..%d missing while later segments exist; waiting",
                 self.name,
                 gap.first,
                 gap.last,
+                extra={"start": gap.first, "end": gap.last},
             )
         if late[1] < len(intervals):
             self.status.state = "waiting"
@@ -225,7 +233,11 @@ class PartitionWorker(threading.Thread):
         )
         if self.ingress.on_lost_segment == "fail":
             raise PartitionHalted(message)
-        log.error("%s; skipping them (on_lost_segment = skip)", message)
+        self.log.error(
+            "%s; skipping them (on_lost_segment = skip)",
+            message,
+            extra={"start": gap.first, "end": gap.last},
+        )
         return None, gap.last + 1
 
     def _replay_segment(
@@ -265,7 +277,12 @@ class PartitionWorker(threading.Thread):
                 self.metrics.checkpoint_offset.labels(*self._labels).set(stored.key.end + 1)
                 return stored.key.end + 1
         except ObjectNotFoundError:
-            log.info("%s: %s was removed; re-listing", self.name, stored.s3_key)
+            self.log.info(
+                "%s: %s was removed; re-listing",
+                self.name,
+                stored.s3_key,
+                extra={"key": stored.s3_key},
+            )
             self._relist()
         except (CorruptSegmentError, SegmentMismatchError) as exc:
             self._commit_progress(producer, produced_until)

@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 FIELDS = ("region", "topic", "partition", "offset", "start", "end", "key", "batch")
@@ -41,3 +42,18 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     for noisy in ("botocore", "boto3", "s3transfer", "urllib3", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class ContextLog(logging.LoggerAdapter[logging.Logger]):
+    """A logger that adds fixed fields (region, topic, partition) to every record, merged
+    with the call's own ``extra`` (offsets), so per-partition code logs them without
+    repeating them at each call."""
+
+    def process(self, msg: object, kwargs: Any) -> tuple[object, Any]:
+        kwargs["extra"] = {**(self.extra or {}), **kwargs.get("extra", {})}
+        return msg, kwargs
+
+
+def partition_fields(region: str, topic: str, partition: int, **offsets: int) -> dict[str, Any]:
+    """The ``extra=`` of a log line about one partition, e.g. ``start=..., end=...``."""
+    return {"region": region, "topic": topic, "partition": partition, **offsets}

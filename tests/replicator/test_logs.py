@@ -1,7 +1,7 @@
 import json
 import logging
 
-from replicator.logs import JsonFormatter
+from replicator.logs import ContextLog, JsonFormatter, partition_fields
 
 
 def test_json_log_lines_carry_topic_partition_and_offsets_as_fields():
@@ -26,3 +26,27 @@ def test_exceptions_stay_on_one_line():
         record = logging.LogRecord("x", logging.ERROR, __file__, 1, "failed", (), sys.exc_info())
     data = json.loads(JsonFormatter().format(record))
     assert "ValueError: boom" in data["exception"]
+
+
+def test_partition_logger_adds_its_fields_to_the_calls_own():
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    logger = logging.getLogger("tests.partition_log")
+    logger.addHandler(Keep())
+    logger.setLevel(logging.INFO)
+    worker_log = ContextLog(logger, partition_fields("us-east-1", "orders", 2))
+    worker_log.info("resumes at %d", 42, extra={"offset": 42})
+    worker_log.warning("no offsets")
+    first, second = (json.loads(JsonFormatter().format(r)) for r in seen)
+    assert first["message"] == "resumes at 42"
+    assert (first["region"], first["topic"], first["partition"], first["offset"]) == (
+        "us-east-1",
+        "orders",
+        2,
+        42,
+    )
+    assert second["partition"] == 2 and "offset" not in second
