@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= config.example.toml
 
-.PHONY: setup test unit lint demo stack-up stack-down stack-status clean
+.PHONY: setup test unit lint demo bench stack-up stack-down stack-status clean
 
 setup: $(VENV)/.installed
 
@@ -32,6 +32,10 @@ lint: setup
 # The disaster-recovery drill on a throw-away local stack (free ports, own directory).
 demo: setup
 	$(BIN)/python -m infra.drill
+
+# Speed and memory next to the raw clients, measured side by side in one run (~10 min).
+bench: setup
+	$(BIN)/python -m bench.run
 
 stack-up: setup
 	$(BIN)/replicator stack up --config $(CONFIG)

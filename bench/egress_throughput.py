@@ -12,6 +12,7 @@ import time
 
 from bench.baselines import plain_consume
 from bench.local_stack import STACK_TEMPLATE, bench_stack
+from bench.memory import PeakRss
 from bench.workload import produce_workload
 from egress.job import EgressJob
 from replicator.logs import configure_logging
@@ -37,9 +38,12 @@ def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dic
         bootstrap = config.region("us-east-1").kafka.bootstrap_servers
         produce_workload(bootstrap, "bench", partitions, records)
         base_records, base_bytes, base_seconds = plain_consume(bootstrap, "bench", partitions)
-        started = time.perf_counter()
-        run = EgressJob(config, stop_at_end=True).run()
-        egress_seconds = time.perf_counter() - started
+        # Spark's Python processes: the worker daemon and the workers it forks.
+        with PeakRss(lambda line: "pyspark." in line) as memory:
+            started = time.perf_counter()
+            run = EgressJob(config, stop_at_end=True).run()
+            egress_seconds = time.perf_counter() - started
+    peak, command = memory.largest()
     exported = run.records - run.batches * partitions  # range rows are not records
     return {
         "records": base_records,
@@ -55,6 +59,9 @@ def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dic
         "egress_rows_read": exported,
         "ratio_records_per_s": base_seconds / egress_seconds,
         "ratio_records_per_s_in_batches": base_seconds / run.batch_seconds,
+        "spark_worker_peak_rss_mib": peak / 2**20,
+        "spark_worker_command": command,
+        "max_segment_bytes": segment_bytes,
     }
 
 

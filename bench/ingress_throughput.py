@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
+import sys
 import time
 
 import pyarrow as pa
@@ -17,7 +19,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.local_stack import STACK_TEMPLATE, bench_stack
-from ingress.service import IngressService
+from bench.memory import PeakRss
 from replicator.logs import configure_logging
 from replicator.segment_format import SCHEMA
 from replicator.segment_key import SegmentKey, topic_descriptor_key
@@ -104,17 +106,19 @@ def plain_produce(
 
 
 def measure(records: int, partitions: int) -> dict[str, float]:
-    with bench_stack(CONFIG, "ingress") as (config, _root):
+    with bench_stack(CONFIG, "ingress") as (config, root):
         store = SegmentStore.for_region(config, "us-west-1")
         per_partition = records // partitions
         batches = []
+        segment_bytes = 0
         for partition in range(partitions):
             for start in range(0, per_partition, SEGMENT_RECORDS):
                 count = min(SEGMENT_RECORDS, per_partition - start)
                 batch = workload(start, count)
-                store.write_segment(
+                stored = store.write_segment(
                     SegmentKey("us-east-1", "bench", partition, 0, start, start + count - 1), batch
                 )
+                segment_bytes = max(segment_bytes, stored.size)
                 batches.append((partition, batch))
         store.put_json(
             topic_descriptor_key("data", "us-east-1", "bench"),
@@ -123,16 +127,22 @@ def measure(records: int, partitions: int) -> dict[str, float]:
         bootstrap = config.region("us-west-1").kafka.bootstrap_servers
         base_records, base_seconds = plain_produce(bootstrap, "bench.baseline", partitions, batches)
         del batches
-        started = time.perf_counter()
-        code = IngressService(config, stop_at_end=True, handle_signals=False).run()
-        ingress_seconds = time.perf_counter() - started
-        assert code == 0
+        # A process of its own, as operators run it, so that its peak RSS is its own.
+        command = [sys.executable, "-m", "replicator", "--log-level", "WARNING", "ingress"]
+        command += ["--config", str(root / "bench.toml"), "--stop-at-end"]
+        with PeakRss(lambda line: "replicator" in line and " ingress " in line) as memory:
+            started = time.perf_counter()
+            subprocess.run(command, check=True, timeout=1800)
+            ingress_seconds = time.perf_counter() - started
+    peak, _ = memory.largest()
     return {
         "records": base_records,
         "baseline_records_per_s": base_records / base_seconds,
         "ingress_records_per_s": base_records / ingress_seconds,
         "ingress_seconds": ingress_seconds,
         "ratio_records_per_s": base_seconds / ingress_seconds,
+        "ingress_peak_rss_mib": peak / 2**20,
+        "segment_mib": segment_bytes / 2**20,
     }
 
 

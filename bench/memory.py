@@ -1,0 +1,80 @@
+"""Peak resident memory of processes, sampled from /proc while a benchmark runs.
+
+Processes come and go (Spark forks Python workers per task), so a background thread scans
+/proc every ``interval`` seconds and keeps, per matching process, the largest ``VmHWM``
+(the kernel's own peak-RSS mark) it saw. A process that lives shorter than one interval
+can be missed; Spark's workers are reused across tasks and ingress lives for the run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+PROC = Path("/proc")
+
+
+def _read(pid: int, name: str) -> str | None:
+    try:
+        return (PROC / str(pid) / name).read_text(errors="replace")
+    except OSError:
+        return None
+
+
+def peak_rss_bytes(pid: int) -> int | None:
+    """The process's peak RSS so far (VmHWM), or None once it is gone."""
+    status = _read(pid, "status")
+    if status is None:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def command_line(pid: int) -> str:
+    raw = _read(pid, "cmdline") or ""
+    return raw.replace("\0", " ").strip()
+
+
+class PeakRss:
+    """Samples every process whose command line satisfies ``match``."""
+
+    def __init__(self, match: Callable[[str], bool], interval: float = 0.2) -> None:
+        self.match = match
+        self.interval = interval
+        self.peaks: dict[int, tuple[int, str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="peak-rss", daemon=True)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def sample(self) -> None:
+        own = os.getpid()
+        for entry in PROC.iterdir():
+            if not entry.name.isdigit() or int(entry.name) == own:
+                continue
+            pid = int(entry.name)
+            command = command_line(pid)
+            if not command or not self.match(command):
+                continue
+            peak = peak_rss_bytes(pid)
+            if peak is not None and peak > self.peaks.get(pid, (0, ""))[0]:
+                self.peaks[pid] = (peak, command)
+
+    def largest(self) -> tuple[int, str]:
+        """(peak bytes, command line) of the largest process seen; (0, "") if none."""
+        return max(self.peaks.values(), default=(0, ""))

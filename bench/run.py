@@ -1,0 +1,195 @@
+"""``make bench``: every figure next to its baseline, measured in the same run.
+
+Runs the egress, ingress and compaction throughput benchmarks on the fixed workload
+(8 partitions, 2,000,000 records, 16-byte keys, 200-byte values, one header), the
+end-to-end latency benchmark, and samples peak memory while they run; prints a table and
+writes ``bench/results/latest.json``. Each benchmark starts its own local stack.
+
+Usage: python -m bench.run [--records N] [--latency-seconds S] [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import compaction_throughput, egress_throughput, ingress_throughput, latency
+from replicator.logs import configure_logging
+
+RESULTS = Path(__file__).parent / "results" / "latest.json"
+
+
+@dataclass
+class Figure:
+    name: str
+    unit: str
+    project: float
+    baseline: float | None
+    """The raw client's figure in the same run; None where the target is absolute."""
+    target: str
+    met: bool
+
+    @property
+    def ratio(self) -> float | None:
+        if self.baseline is None:
+            return None
+        return self.project / self.baseline if self.baseline else None
+
+
+def _ratio_figure(name: str, unit: str, project: float, baseline: float, least: float) -> Figure:
+    return Figure(name, unit, project, baseline, f"ratio >= {least}", project >= least * baseline)
+
+
+def _limit_figure(name: str, unit: str, value: float, most: float) -> Figure:
+    return Figure(name, unit, value, None, f"<= {most:g} {unit}", value <= most)
+
+
+def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
+    """The issue's figures from the benchmarks' raw measurements. Pure."""
+    found: list[Figure] = []
+    if "egress" in raw:
+        e = raw["egress"]
+        found += [
+            _ratio_figure(
+                "egress records/s (whole run)",
+                "rec/s",
+                e["egress_records_per_s"],
+                e["baseline_records_per_s"],
+                1.0,
+            ),
+            _ratio_figure(
+                "egress MB/s (whole run)",
+                "MB/s",
+                e["egress_mb_per_s"],
+                e["baseline_mb_per_s"],
+                1.0,
+            ),
+            _ratio_figure(
+                "egress records/s (inside batches)",
+                "rec/s",
+                e["egress_records_per_s_in_batches"],
+                e["baseline_records_per_s"],
+                1.0,
+            ),
+            _limit_figure(
+                "largest Spark Python worker peak RSS", "MiB", e["spark_worker_peak_rss_mib"], 512
+            ),
+        ]
+    if "ingress" in raw:
+        i = raw["ingress"]
+        found += [
+            _ratio_figure(
+                "ingress records/s",
+                "rec/s",
+                i["ingress_records_per_s"],
+                i["baseline_records_per_s"],
+                0.8,
+            ),
+            _limit_figure("ingress process peak RSS", "MiB", i["ingress_peak_rss_mib"], 512),
+        ]
+    if "compaction" in raw:
+        c = raw["compaction"]
+        found += [
+            _ratio_figure(
+                "compaction MB/s (whole run)",
+                "MB/s",
+                c["compaction_mb_per_s"],
+                c["baseline_mb_per_s"],
+                0.8,
+            ),
+            _ratio_figure(
+                "compaction MB/s (inside merges)",
+                "MB/s",
+                c["compaction_mb_per_s_in_merges"],
+                c["baseline_mb_per_s"],
+                0.8,
+            ),
+        ]
+    if "latency" in raw:
+        lat = raw["latency"]
+        found += [
+            Figure("end-to-end latency p50", "s", lat["p50_seconds"], None, "-", True),
+            _limit_figure("end-to-end latency p99", "s", lat["p99_seconds"], 5),
+        ]
+    return found
+
+
+def render(found: list[Figure]) -> str:
+    rows = [("figure", "project", "baseline", "ratio", "target", "met")]
+    for f in found:
+        rows.append(
+            (
+                f.name,
+                f"{f.project:,.1f} {f.unit}",
+                "-" if f.baseline is None else f"{f.baseline:,.1f} {f.unit}",
+                "-" if f.ratio is None else f"{f.ratio:.2f}",
+                f.target,
+                "yes" if f.met else "NO",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--latency-seconds", type=float, default=60.0)
+    parser.add_argument("--latency-rate", type=int, default=2_000)
+    parser.add_argument("--only", nargs="+", choices=["egress", "ingress", "compaction", "latency"])
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    configure_logging("WARNING")
+    wanted = args.only or ["egress", "ingress", "compaction", "latency"]
+    raw: dict[str, dict[str, Any]] = {}
+    started = time.monotonic()
+    steps = {
+        "egress": lambda: egress_throughput.measure(args.records, args.partitions),
+        "ingress": lambda: ingress_throughput.measure(args.records, args.partitions),
+        "compaction": lambda: compaction_throughput.measure(args.records, args.partitions, 10),
+        "latency": lambda: latency.measure(args.latency_rate, args.latency_seconds),
+    }
+    for name in wanted:
+        print(f"running the {name} benchmark ...", flush=True)
+        raw[name] = steps[name]()
+    found = figures_from(raw)
+    print()
+    print(render(found))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(
+        json.dumps(
+            {
+                "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "machine": {
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "system": platform.platform(),
+                },
+                "workload": {
+                    "records": args.records,
+                    "partitions": args.partitions,
+                    "key_bytes": 16,
+                    "value_bytes": 200,
+                    "headers": 1,
+                },
+                "seconds": round(time.monotonic() - started, 1),
+                "figures": [asdict(f) | {"ratio": f.ratio} for f in found],
+                "raw": raw,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"\nwritten to {args.output}")
+
+
+if __name__ == "__main__":
+    main()
