@@ -24,7 +24,7 @@ from pyspark.errors import StreamingQueryException
 from egress.kafka_source import KafkaSource, Planner, egress_section
 from egress.metrics import EgressMetrics
 from egress.segment_sink import SegmentSink
-from egress.spark_options import CONFIG_OPTION, config_to_option
+from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_to_option
 from egress.topic_descriptor import DescriptorPublisher
 from replicator.config import Config
 from replicator.errors import ReplicatorError
@@ -137,7 +137,12 @@ class EgressJob:
         spark.dataSource.register(KafkaSource)
         spark.dataSource.register(SegmentSink)
         option = config_to_option(self.config)
-        frame = spark.readStream.format(KafkaSource.name()).option(CONFIG_OPTION, option).load()
+        frame = (
+            spark.readStream.format(KafkaSource.name())
+            .option(CONFIG_OPTION, option)
+            .option(TASKS_OPTION, str(spark.sparkContext.defaultParallelism))
+            .load()
+        )
         writer = (
             frame.writeStream.format(SegmentSink.name())
             .option(CONFIG_OPTION, option)

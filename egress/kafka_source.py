@@ -34,13 +34,14 @@ from egress.planning import (
     PendingClock,
     PositionProblem,
     TopicPartitionKey,
+    assign_tasks,
     check_position,
     decode_offsets,
     encode_offsets,
     plan_end,
 )
 from egress.record_arrow import SPARK_SCHEMA_DDL, messages_to_rows, range_row
-from egress.spark_options import CONFIG_OPTION, config_from_options
+from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_from_options
 from replicator.config import Config, EgressConfig
 from replicator.errors import BrokerError, DataLossError
 from replicator.kafka_clients import client_config
@@ -56,13 +57,20 @@ STALL_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
-class KafkaRange(InputPartition):
-    """Offsets [start, end) of one partition: one Spark task, one planned segment range."""
+class KafkaRange:
+    """Offsets [start, end) of one partition: one planned segment range."""
 
     topic: str
     partition: int
     start: int
     end: int
+
+
+@dataclass(frozen=True)
+class KafkaTask(InputPartition):
+    """The ranges one Spark task reads, one after the other (see ``assign_tasks``)."""
+
+    ranges: tuple[KafkaRange, ...]
 
 
 def egress_section(config: Config) -> EgressConfig:
@@ -314,10 +322,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: dict[str, str]) -> None:
         self._options = {CONFIG_OPTION: options[CONFIG_OPTION]}
+        self._tasks = int(options.get(TASKS_OPTION, "1"))
         self._planner: Planner | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_options": self._options, "_planner": None}
+        return {"_options": self._options, "_tasks": self._tasks, "_planner": None}
 
     def _plan(self) -> Planner:
         if self._planner is None:
@@ -340,7 +349,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end, skipped = self._plan().plan(offsets, time.monotonic())
         return encode(end, skipped)
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KafkaRange]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KafkaTask]:
         begin, _ = decode(start)
         finish, skipped = decode(end)
         ranges = []
@@ -350,11 +359,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             first = begin.get(tp, finish[tp])
             if finish[tp] > first:
                 ranges.append(KafkaRange(tp[0], tp[1], first, finish[tp]))
-        return ranges
+        groups = assign_tasks([r.end - r.start for r in ranges], self._tasks)
+        return [KafkaTask(tuple(ranges[i] for i in group)) for group in groups]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaRange)
-        yield from read_range(config_from_options(self._options), partition)
+        assert isinstance(partition, KafkaTask)
+        config = config_from_options(self._options)
+        for rng in partition.ranges:
+            yield from read_range(config, rng)
 
 
 def read_range(config: Config, rng: KafkaRange) -> Iterator[pa.RecordBatch]:

@@ -15,6 +15,8 @@ from replicator.config import Config
 from replicator.spark import config_from_json, config_to_json
 
 CONFIG_OPTION = "replicator_config_secret"
+TASKS_OPTION = "replicator_tasks"
+"""Tasks per micro-batch: the cluster's parallelism, read by the driver at start."""
 
 
 def config_to_option(config: Config) -> str:

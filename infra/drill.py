@@ -297,6 +297,8 @@ class DestinationTail:
                 "group.id": "drill-tail",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
+                # The lag measured must be the pipeline's, not this consumer's fetch wait.
+                "fetch.wait.max.ms": 10,
             }
         )
         try:

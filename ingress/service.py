@@ -163,6 +163,9 @@ class IngressService:
                 "heartbeat.interval.ms": 500,
                 "enable.auto.commit": True,
                 "auto.offset.reset": "latest",
+                # Events are few and each one starts a replay: a broker that holds an
+                # empty fetch for the full wait (the local one does) must not delay them.
+                "fetch.wait.max.ms": 100,
             }
         )
         consumer.subscribe(

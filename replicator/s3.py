@@ -1,15 +1,17 @@
 """boto3 clients for one region's bucket and queue, and translation of their failures into
 :class:`StorageError` with the bucket and key named.
 
-Clients are created where they are used (in each process, each Spark task): boto3 clients
-are not picklable and not meant to be shared across processes.
+Clients are created where they are used, once per process: boto3 clients are not
+picklable and not meant to be shared across processes.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import boto3
 from botocore.config import Config as BotoConfig
@@ -50,14 +52,36 @@ def _session_kwargs(config: Config, region: str) -> dict[str, Any]:
     return kwargs
 
 
+_clients: dict[tuple[Any, ...], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def _client(service: str, config: Config, region: str) -> Any:
+    """One client per process, service and settings.
+
+    Creating a boto3 client costs ~0.15 s (it loads and parses the service model), which
+    every Spark task paid once per segment batch. Low-level clients are thread-safe, so a
+    process shares one; the process id is part of the key because a forked child (Spark
+    forks its Python workers) must not use its parent's connection pool.
+    """
+    kwargs = _session_kwargs(config, region)
+    key = (os.getpid(), service, *sorted((k, repr(v)) for k, v in kwargs.items()))
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            client = boto3.session.Session().client(service, **kwargs)  # type: ignore[call-overload]
+            _clients[key] = client
+        return client
+
+
 def s3_client(config: Config, region: str) -> S3Client:
-    """A client for ``region``'s bucket."""
-    return boto3.session.Session().client("s3", **_session_kwargs(config, region))
+    """A client for ``region``'s bucket (shared within the process)."""
+    return cast("S3Client", _client("s3", config, region))
 
 
 def sqs_client(config: Config, region: str) -> SQSClient:
-    """A client for ``region``'s notification queue."""
-    return boto3.session.Session().client("sqs", **_session_kwargs(config, region))
+    """A client for ``region``'s notification queue (shared within the process)."""
+    return cast("SQSClient", _client("sqs", config, region))
 
 
 _NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "404", "NotFound", "NoSuchUpload"}

@@ -3,6 +3,7 @@ import pytest
 from egress.planning import (
     Limits,
     PendingClock,
+    assign_tasks,
     check_position,
     decode_offsets,
     encode_offsets,
@@ -101,3 +102,23 @@ def test_log_shorter_than_what_was_exported_never_goes_back():
 def test_age_measures_waiting_in_egress_not_record_timestamps(waited):
     # Records with old timestamps do not close a segment at once: only waiting does.
     assert plan(0, 10, waited=waited) == 0
+
+
+def test_ranges_spread_over_tasks_by_size_and_keep_their_order():
+    assert assign_tasks([100, 10, 10, 90, 5], 2) == [[0, 2], [1, 3, 4]]
+    assert assign_tasks([1, 1, 1], 8) == [[0], [1], [2]]
+    assert assign_tasks([5, 5, 5, 5], 1) == [[0, 1, 2, 3]]
+    assert assign_tasks([], 4) == []
+
+
+def test_every_range_lands_in_exactly_one_task():
+    sizes = [(i * 37) % 101 + 1 for i in range(40)]
+    groups = assign_tasks(sizes, 3)
+    assert sorted(i for g in groups for i in g) == list(range(40))
+    loads = [sum(sizes[i] for i in g) for g in groups]
+    assert max(loads) - min(loads) <= max(sizes)
+
+
+def test_tasks_must_be_positive():
+    with pytest.raises(ValueError, match="at least 1"):
+        assign_tasks([1], 0)
