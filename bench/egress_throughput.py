@@ -12,7 +12,7 @@ import time
 
 from bench.baselines import plain_consume
 from bench.local_stack import STACK_TEMPLATE, bench_stack
-from bench.memory import PeakRss
+from bench.memory import PeakRss, spark_python_process
 from bench.workload import produce_workload
 from egress.job import EgressJob
 from replicator.logs import configure_logging
@@ -39,7 +39,7 @@ def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dic
         produce_workload(bootstrap, "bench", partitions, records)
         base_records, base_bytes, base_seconds = plain_consume(bootstrap, "bench", partitions)
         # Spark's Python processes: the worker daemon and the workers it forks.
-        with PeakRss(lambda line: "pyspark." in line) as memory:
+        with PeakRss(spark_python_process) as memory:
             started = time.perf_counter()
             run = EgressJob(config, stop_at_end=True).run()
             egress_seconds = time.perf_counter() - started

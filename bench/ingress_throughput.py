@@ -20,6 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.local_stack import STACK_TEMPLATE, bench_stack
 from bench.memory import PeakRss
+from bench.workload import VALUE_BYTES
 from replicator.logs import configure_logging
 from replicator.segment_format import SCHEMA
 from replicator.segment_key import SegmentKey, topic_descriptor_key
@@ -41,15 +42,23 @@ first_segment_delay = "0s"
 SEGMENT_RECORDS = 250_000
 
 
+def random_values(count: int, size: int = VALUE_BYTES) -> pa.Array:
+    """``count`` distinct random values, so that segments are as large as real payloads
+    make them (one repeated value would compress to almost nothing)."""
+    offsets = pa.array(range(0, (count + 1) * size, size), pa.int32()).buffers()[1]
+    return pa.Array.from_buffers(
+        pa.binary(), count, [None, offsets, pa.py_buffer(os.urandom(count * size))]
+    )
+
+
 def workload(start: int, count: int) -> pa.RecordBatch:
-    value = os.urandom(200)
     return pa.RecordBatch.from_pydict(
         {
             "offset": list(range(start, start + count)),
             "timestamp": [1_700_000_000_000 + i for i in range(start, start + count)],
             "timestamp_type": [1] * count,
             "key": [b"%016d" % i for i in range(start, start + count)],
-            "value": [value] * count,
+            "value": random_values(count),
             "headers": [
                 [{"key": "seq", "value": b"%08d" % i}] for i in range(start, start + count)
             ],

@@ -39,6 +39,13 @@ def command_line(pid: int) -> str:
     return raw.replace("\0", " ").strip()
 
 
+def spark_python_process(command: str) -> bool:
+    """Spark's Python processes (daemon, forked workers, planner processes), not the JVM
+    whose class path also names pyspark."""
+    program = command.split(" ", 1)[0]
+    return "python" in Path(program).name and "pyspark" in command
+
+
 class PeakRss:
     """Samples every process whose command line satisfies ``match``."""
 

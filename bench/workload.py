@@ -27,7 +27,6 @@ def produce_workload(bootstrap: str, topic: str, partitions: int, records: int) 
             "compression.type": "none",
         }
     )
-    value = os.urandom(VALUE_BYTES)
     started = time.perf_counter()
     for i in range(records - partitions):
         key = b"%016d" % i
@@ -36,7 +35,7 @@ def produce_workload(bootstrap: str, topic: str, partitions: int, records: int) 
                 producer.produce(
                     topic,
                     key=key,
-                    value=value,
+                    value=os.urandom(VALUE_BYTES),
                     partition=i % partitions,
                     headers=[("seq", b"%08d" % i)],
                 )
@@ -48,7 +47,11 @@ def produce_workload(bootstrap: str, topic: str, partitions: int, records: int) 
     producer.flush(120)
     for partition in range(partitions):
         producer.produce(
-            topic, key=b"%016d" % -1, value=value, partition=partition, headers=[("seq", b"end")]
+            topic,
+            key=b"%016d" % -1,
+            value=os.urandom(VALUE_BYTES),
+            partition=partition,
+            headers=[("seq", b"end")],
         )
         producer.flush(30)
     return time.perf_counter() - started

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from ingress import provenance
@@ -38,6 +39,10 @@ from replicator.faults import crash_point
 log = logging.getLogger(__name__)
 
 TAIL_CHUNK = 500
+PRODUCE_SLICE_ROWS = 10_000
+PRODUCER_BUFFER_KIB = 8 * 1024
+PRODUCER_BUFFER_RECORDS = 20_000
+"""Unsent records buffered per destination partition; produce() waits when it is full."""
 TIMESTAMP_NONE = 0
 
 
@@ -198,7 +203,11 @@ class PartitionProducer:
                 "transactional.id": target.transactional_id(group),
                 "linger.ms": 5,
                 "batch.size": 1_000_000,
-                "queue.buffering.max.messages": 500_000,
+                # librdkafka buffers up to 1 GiB per producer by default, plus a few hundred
+                # bytes of bookkeeping per queued record that the byte limit does not
+                # count; ingress has one producer per destination partition it owns.
+                "queue.buffering.max.messages": PRODUCER_BUFFER_RECORDS,
+                "queue.buffering.max.kbytes": PRODUCER_BUFFER_KIB,
                 "compression.type": "none",
                 "transaction.timeout.ms": 60_000,
             }
@@ -231,37 +240,51 @@ class PartitionProducer:
             self._in_transaction = True
 
     def produce(self, table: pa.Table) -> None:
-        """Produce every record of ``table`` (segment schema) in order."""
+        """Produce every record of ``table`` (segment schema) in order.
+
+        Rows become Python objects a slice at a time: a whole row group (8 MiB or more of
+        Arrow data) as Python lists costs several times its size, in every worker."""
+        for start in range(0, len(table), PRODUCE_SLICE_ROWS):
+            self._produce_slice(table.slice(start, PRODUCE_SLICE_ROWS))
+        if self._failure is not None:
+            raise self._failure
+
+    def _produce_slice(self, table: pa.Table) -> None:
         t = self.target
         produce = self._producer.produce
         topic, partition = t.destination_topic, t.partition
-        prefix = f"{t.region}/{t.topic}/{t.partition}/"
-        offsets = table.column("offset").to_pylist()
-        # One delivery callback per table, on its last record: it gives the destination
+        offsets = table.column("offset")
+        # Timestamp 0 lets the client stamp records that had none (TIMESTAMP_NONE).
+        stamps = pc.if_else(
+            pc.equal(table.column("timestamp_type"), TIMESTAMP_NONE),
+            0,
+            table.column("timestamp").cast(pa.int64()),
+        ).to_pylist()
+        rows = zip(
+            offsets.to_pylist(),
+            table.column("key").to_pylist(),
+            table.column("value").to_pylist(),
+            stamps,
+            provenance.with_provenance(
+                table.column("headers"), offsets, t.region, t.topic, t.partition
+            ),
+            strict=True,
+        )
+        # One delivery callback per slice, on its last record: it gives the destination
         # offset for the checkpoint. A failed delivery of any record fails the commit.
-        last = len(offsets) - 1
-        stamps = table.column("timestamp").cast(pa.int64()).to_pylist()
-        kinds = table.column("timestamp_type").to_pylist()
-        keys = table.column("key").to_pylist()
-        values = table.column("value").to_pylist()
-        headers = table.column("headers").to_pylist()
-        for i, (offset, stamp, kind, key, value, header) in enumerate(
-            zip(offsets, stamps, kinds, keys, values, headers, strict=True)
-        ):
-            record_headers = [(h["key"], h["value"]) for h in header] if header else []
-            record_headers.append((provenance.HEADER, f"{prefix}{offset}".encode()))
-            kwargs: dict[str, Any] = {"timestamp": stamp} if kind != TIMESTAMP_NONE else {}
-            if i == last:
-                kwargs["on_delivery"] = self._delivered
+        last = len(table) - 1
+        for i, (offset, key, value, stamp, headers) in enumerate(rows):
+            callback = self._delivered if i == last else None
             while True:
                 try:
                     produce(
                         topic,
-                        value=value,
-                        key=key,
-                        partition=partition,
-                        headers=record_headers,
-                        **kwargs,
+                        value,
+                        key,
+                        partition,
+                        on_delivery=callback,
+                        timestamp=stamp,
+                        headers=headers,
                     )
                     break
                 except BufferError:

@@ -27,6 +27,7 @@ from replicator.config import Config, IngressConfig, IngressSource
 from replicator.errors import BrokerError, ConfigError, ReplicatorError
 from replicator.kafka_clients import client_config, ensure_topic
 from replicator.logs import partition_fields
+from replicator.malloc import limit_malloc_arenas
 from replicator.s3 import ObjectNotFoundError
 from replicator.segment_key import topic_descriptor_key
 from replicator.segment_store import SegmentStore
@@ -60,6 +61,7 @@ class IngressService:
         self.metrics = IngressMetrics()
         self.store = SegmentStore.for_region(config, self.region)
         self.workers: dict[SourceKey, PartitionWorker] = {}
+        self._read_slots = threading.BoundedSemaphore(self.ingress.read_concurrency)
         self._partitions: dict[tuple[str, str], int] = {}
         self._owned_events: set[int] = set()
         self._assigned_once = threading.Event()
@@ -240,7 +242,13 @@ class IngressService:
         region, topic, partition = key
         source = self.ingress.source(region, topic)
         worker = PartitionWorker(
-            self.config, source, partition, self.kafka, self.metrics, stop_at_end=self.stop_at_end
+            self.config,
+            source,
+            partition,
+            self.kafka,
+            self.metrics,
+            stop_at_end=self.stop_at_end,
+            read_slots=self._read_slots,
         )
         self.workers[key] = worker
         worker.start()
@@ -285,4 +293,5 @@ class IngressService:
 
 
 def run_ingress(config: Config, *, stop_at_end: bool = False) -> int:
+    limit_malloc_arenas()  # before the worker threads exist: see replicator.malloc
     return IngressService(config, stop_at_end=stop_at_end).run()

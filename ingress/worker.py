@@ -70,6 +70,7 @@ class PartitionWorker(threading.Thread):
         metrics: IngressMetrics,
         *,
         stop_at_end: bool = False,
+        read_slots: threading.Semaphore | None = None,
     ) -> None:
         super().__init__(name=f"ingress-{source.topic}-{partition}", daemon=True)
         assert config.ingress is not None
@@ -80,6 +81,7 @@ class PartitionWorker(threading.Thread):
         self.kafka = kafka
         self.metrics = metrics
         self.stop_at_end = stop_at_end
+        self._read_slots = read_slots or threading.BoundedSemaphore(1)
         self.status = WorkerStatus()
         self.events: queue.Queue[SegmentEvent] = queue.Queue()
         self.failure: BaseException | None = None
@@ -254,23 +256,30 @@ class PartitionWorker(threading.Thread):
         produced_until: int | None = None  # next offset after the open transaction's records
         try:
             opened = time.monotonic()
-            for table in self._store.open(stored).iter_tables():
-                if self._stopping.is_set():
-                    break
-                offsets = table.column("offset")
-                if len(table) == 0 or offsets[-1].as_py() < next_offset:
-                    continue
-                table = table.filter(pc.greater_equal(offsets, next_offset))
-                producer.begin()
-                producer.produce(table)
-                self._count(table)
-                next_offset = produced_until = table.column("offset")[-1].as_py() + 1
+            tables = self._store.open(stored).iter_tables()
+            while not self._stopping.is_set():
+                # A row group is decoded and produced while holding a read slot, so
+                # memory is bounded by the slots however many partitions are owned.
+                with self._read_slots:
+                    table = next(tables, None)
+                    if table is None:
+                        break
+                    offsets = table.column("offset")
+                    if len(table) == 0 or offsets[-1].as_py() < next_offset:
+                        continue
+                    if offsets[0].as_py() < next_offset:
+                        table = table.filter(pc.greater_equal(offsets, next_offset))
+                    producer.begin()
+                    producer.produce(table)
+                    self._count(table)
+                    next_offset = produced_until = table.column("offset")[-1].as_py() + 1
+                    del table, offsets
                 if time.monotonic() - opened >= self.ingress.checkpoint_interval:
                     producer.commit(next_offset)
                     self.status.next_offset = next_offset
                     produced_until = None
                     opened = time.monotonic()
-            else:
+            if not self._stopping.is_set():
                 producer.begin()
                 producer.commit(stored.key.end + 1)
                 self.metrics.segments_read.labels(*self._labels).inc()

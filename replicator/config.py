@@ -241,6 +241,11 @@ class IngressConfig(_Model):
     """How often an idle partition re-lists its segments, in case an event was lost."""
     checkpoint_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 1.0
     """Longest a transaction (records plus their checkpoint) stays open while producing."""
+    read_concurrency: PositiveInt = 2
+    """Segment row groups decoded and being produced at once, over all partitions of the
+    instance. Each costs about three times the row group (8 MiB as egress writes them):
+    this, not the number of partitions owned, bounds ingress memory. Replay is CPU-bound
+    in one process, so more than the cores it has buys nothing."""
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
     sources: list[IngressSource] = Field(default_factory=list)
 

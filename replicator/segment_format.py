@@ -62,8 +62,11 @@ SCHEMA = pa.schema(
     ]
 )
 
-DEFAULT_ROW_GROUP_BYTES = 32 * 1024**2
-"""Uncompressed bytes buffered before a row group is written; bounds writer memory."""
+DEFAULT_ROW_GROUP_BYTES = 8 * 1024**2
+"""Uncompressed bytes buffered before a row group is written. It bounds the memory of
+everyone who handles segments: the writer buffers one row group, and a reader verifies
+and hands on one at a time. 32 MiB cost ingress ~100 MiB more per concurrent read
+(measured) for no gain in replay speed."""
 DEFAULT_ROW_GROUP_ROWS = 1_000_000
 
 

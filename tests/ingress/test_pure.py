@@ -118,3 +118,36 @@ def test_provenance_header_names_the_source_record():
     assert provenance.source_offset(headers, "us-east-1", "o", 2) == 41
     assert provenance.source_offset(headers, "us-east-1", "o", 3) is None
     assert provenance.source_offset(None, "us-east-1", "o", 2) is None
+
+
+def test_provenance_is_appended_to_headers_of_a_sliced_segment_table():
+    import pyarrow as pa
+
+    from replicator.segment_format import SCHEMA
+
+    headers = [
+        [],
+        [{"key": "a", "value": b"1"}, {"key": "a", "value": None}],
+        [{"key": "b", "value": b""}],
+        [],
+    ]
+    table = pa.table(
+        {
+            "offset": [7, 8, 9, 12],
+            "timestamp": [0, 0, 0, 0],
+            "timestamp_type": [1, 1, 1, 1],
+            "key": [None, b"", b"k", b"k"],
+            "value": [b"v", None, b"", b"w"],
+            "headers": headers,
+        },
+        schema=SCHEMA,
+    ).slice(1, 3)
+    got = provenance.with_provenance(
+        table.column("headers"), table.column("offset"), "us-east-1", "orders", 2
+    )
+    source = lambda o: (provenance.HEADER, provenance.encode("us-east-1", "orders", 2, o))  # noqa: E731
+    assert got == [
+        [("a", b"1"), ("a", None), source(8)],
+        [("b", b""), source(9)],
+        [source(12)],
+    ]

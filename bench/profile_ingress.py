@@ -1,0 +1,67 @@
+"""Where ingress spends its time: cProfile of one partition worker replaying segments.
+
+Usage: python -m bench.profile_ingress [--records N] [--top K]
+Builds the ingress benchmark's segments for one partition on a local stack, replays them
+with ``replicator ingress --stop-at-end`` logic in this process, profiling the worker
+thread (cProfile sees one thread; one partition keeps the picture whole), and prints the
+functions with the most cumulative and own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+from bench.ingress_throughput import CONFIG, SEGMENT_RECORDS, workload
+from bench.local_stack import bench_stack
+from ingress.service import IngressService
+from ingress.worker import PartitionWorker
+from replicator.logs import configure_logging
+from replicator.segment_key import SegmentKey, topic_descriptor_key
+from replicator.segment_store import SegmentStore
+
+PROFILE = cProfile.Profile()
+
+
+class ProfiledWorker(PartitionWorker):
+    def run(self) -> None:
+        PROFILE.enable()
+        try:
+            super().run()
+        finally:
+            PROFILE.disable()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    configure_logging("WARNING")
+    with bench_stack(CONFIG, "profile-ingress") as (config, _root):
+        store = SegmentStore.for_region(config, "us-west-1")
+        for start in range(0, args.records, SEGMENT_RECORDS):
+            count = min(SEGMENT_RECORDS, args.records - start)
+            store.write_segment(
+                SegmentKey("us-east-1", "bench", 0, 0, start, start + count - 1),
+                workload(start, count),
+            )
+        store.put_json(
+            topic_descriptor_key("data", "us-east-1", "bench"), {"partitions": 1, "configs": {}}
+        )
+        import ingress.service
+
+        ingress.service.PartitionWorker = ProfiledWorker  # type: ignore[misc]
+        started = time.perf_counter()
+        code = IngressService(config, stop_at_end=True, handle_signals=False).run()
+        seconds = time.perf_counter() - started
+    print(f"replayed {args.records:,} records in {seconds:.1f}s (exit {code})")
+    stats = pstats.Stats(PROFILE)
+    stats.sort_stats("cumulative").print_stats(args.top)
+    stats.sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()
