@@ -33,7 +33,7 @@ lint: setup
 demo: setup
 	$(BIN)/python -m infra.drill
 
-# Speed and memory next to the raw clients, measured side by side in one run (~10 min).
+# Speed and memory next to the raw clients, measured side by side in one run (~5 min).
 bench: setup
 	$(BIN)/python -m bench.run
 
