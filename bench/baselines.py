@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import cast
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -29,11 +30,12 @@ def plain_consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, int
             error = message.error()
             if error is not None:
                 if error.code() == KafkaError._PARTITION_EOF:
-                    done.add(message.partition())
+                    done.add(int(message.partition() or 0))
                 continue
             records += 1
             size += len(message.key() or b"") + len(message.value() or b"")
-            size += sum(len(k) + len(v or b"") for k, v in message.headers() or [])
+            headers = cast(list[tuple[str, bytes | None]], message.headers() or [])
+            size += sum(len(k) + len(v or b"") for k, v in headers)
     elapsed = time.perf_counter() - started
     consumer.close()
     return records, size, elapsed

@@ -32,7 +32,7 @@ max_segment_age = "5m"
 )
 
 
-def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dict[str, float]:
+def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dict[str, float | str]:
     template = CONFIG.replace("{segment_bytes}", segment_bytes)
     with bench_stack(template, "egress") as (config, _root):
         bootstrap = config.region("us-east-1").kafka.bootstrap_servers

@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -151,7 +152,7 @@ def main() -> None:
     wanted = args.only or ["egress", "ingress", "compaction", "latency"]
     raw: dict[str, dict[str, Any]] = {}
     started = time.monotonic()
-    steps = {
+    steps: dict[str, Callable[[], dict[str, Any]]] = {
         "egress": lambda: egress_throughput.measure(args.records, args.partitions),
         "ingress": lambda: ingress_throughput.measure(args.records, args.partitions),
         "compaction": lambda: compaction_throughput.measure(args.records, args.partitions, 10),
