@@ -250,6 +250,7 @@ class Planner:
                 waited=None if seen is None else now - seen,
                 bytes_per_offset=partition_stats.bytes_per_offset if partition_stats else None,
                 drain=self.target is not None,
+                lookahead=self.egress.trigger_interval,
             )
             clock.forget_before(end[tp])
         return end, skipped

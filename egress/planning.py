@@ -88,10 +88,14 @@ def plan_end(
     waited: float | None,
     bytes_per_offset: float | None,
     drain: bool,
+    lookahead: float = 0.0,
 ) -> int:
     """The exclusive end of the next range of one partition; ``start`` means "nothing yet".
 
     ``waited``: seconds since the offset at ``start`` was first seen (None if unknown).
+    ``lookahead``: seconds until the next planning (the trigger interval). The age limit
+    closes a segment now if waiting for that next planning would take its oldest offset
+    past ``max_age``: the limit is a maximum, not a minimum.
     ``bytes_per_offset``: record bytes per covered offset seen so far (None if unknown).
     ``drain``: the query stops at a fixed end, so everything up to ``high`` is due now.
     """
@@ -102,7 +106,7 @@ def plan_end(
         return start + limits.max_messages
     if bytes_per_offset and pending * bytes_per_offset >= limits.max_bytes:
         return start + max(1, min(pending, int(limits.max_bytes / bytes_per_offset)))
-    if drain or (waited is not None and waited >= limits.max_age):
+    if drain or (waited is not None and waited + lookahead >= limits.max_age):
         return high
     return start
 

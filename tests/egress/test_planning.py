@@ -44,6 +44,17 @@ def test_age_closes_everything_pending():
     assert plan(0, 42, waited=60.0) == 42
 
 
+def test_age_closes_when_the_next_planning_would_be_too_late():
+    assert plan_end(0, 42, LIMITS, waited=59.0, bytes_per_offset=None, drain=False) == 0
+    assert (
+        plan_end(0, 42, LIMITS, waited=59.0, bytes_per_offset=None, drain=False, lookahead=1.0)
+        == 42
+    )
+    assert (
+        plan_end(0, 42, LIMITS, waited=58.0, bytes_per_offset=None, drain=False, lookahead=1.0) == 0
+    )
+
+
 def test_unknown_age_does_not_close():
     assert plan(0, 42, waited=None) == 0
 
