@@ -73,11 +73,8 @@ def measure(rate: int, seconds: float) -> dict[str, float]:
         ingress.start()
         tail = DestinationTail(west, {"bench": "bench.copy"}, PARTITIONS)
         try:
+            egress.wait_for_log(STARTED_LINE, timeout=180.0)
             deadline = time.monotonic() + 180
-            while STARTED_LINE not in egress.log_path.read_text(errors="replace"):
-                assert time.monotonic() < deadline, "egress did not start"
-                assert egress.exited() is None, f"egress exited; see {egress.log_path}"
-                time.sleep(0.5)
             producer = Producer({"bootstrap.servers": east, "linger.ms": 5})
             value = os.urandom(VALUE_BYTES)
             # Warm-up: one record per partition, through to the destination, so that the

@@ -358,6 +358,19 @@ class Service:
     def exited(self) -> int | None:
         return None if self.process is None else self.process.poll()
 
+    def wait_for_log(self, line: str, timeout: float) -> None:
+        """Until ``line`` appears in the service's log; DrillFailed if it exits first or
+        ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while line not in self.log_path.read_text(errors="replace"):
+            if self.exited() is not None:
+                raise DrillFailed(
+                    f"{self.name} exited with code {self.exited()}; see {self.log_path}"
+                )
+            if time.monotonic() > deadline:
+                raise DrillFailed(f"{self.name} did not log {line!r} within {timeout:.0f}s")
+            time.sleep(0.5)
+
     def kill(self) -> None:
         """SIGKILL to the whole process group: no shutdown hook, no final checkpoint."""
         if self.process is not None and self.process.poll() is None:
@@ -544,19 +557,11 @@ class Drill:
         ]
         return result
 
-    def _wait_for_egress(self, egress: Service, timeout: float = 180.0) -> None:
+    def _wait_for_egress(self, egress: Service) -> None:
         """Production starts once egress's streaming query runs, so that the lag measured
         is the pipeline's and not Spark's start-up."""
         self.say("waiting for egress's Spark query to start")
-        deadline = time.monotonic() + timeout
-        while STARTED_LINE not in egress.log_path.read_text(errors="replace"):
-            if egress.exited() is not None:
-                raise DrillFailed(
-                    f"egress exited with code {egress.exited()}; see {egress.log_path}"
-                )
-            if time.monotonic() > deadline:
-                raise DrillFailed(f"egress did not start within {timeout:.0f}s")
-            time.sleep(0.5)
+        egress.wait_for_log(STARTED_LINE, timeout=180.0)
 
     def _progress(self, workload: Workload, store: SegmentStore, tail: DestinationTail) -> None:
         exported = segments = 0

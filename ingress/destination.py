@@ -246,8 +246,6 @@ class PartitionProducer:
         Arrow data) as Python lists costs several times its size, in every worker."""
         for start in range(0, len(table), PRODUCE_SLICE_ROWS):
             self._produce_slice(table.slice(start, PRODUCE_SLICE_ROWS))
-        if self._failure is not None:
-            raise self._failure
 
     def _produce_slice(self, table: pa.Table) -> None:
         t = self.target
