@@ -28,6 +28,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The disaster-recovery drill on a throw-away local stack (free ports, own directory).
 demo: setup

@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 from bench.ingress_throughput import workload
 from bench.local_stack import STACK_TEMPLATE, bench_stack
 from compaction.job import CompactionJob
-from replicator.logs import configure_logging
-from replicator.segment_key import SegmentKey
-from replicator.segment_store import SegmentStore
+from replicator.core.logs import configure_logging
+from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.store import SegmentStore
 
 CONFIG = (
     STACK_TEMPLATE

@@ -15,7 +15,7 @@ from bench.local_stack import STACK_TEMPLATE, bench_stack
 from bench.memory import PeakRss, spark_python_process
 from bench.workload import produce_workload
 from egress.job import EgressJob
-from replicator.logs import configure_logging
+from replicator.core.logs import configure_logging
 
 CONFIG = (
     STACK_TEMPLATE

@@ -21,10 +21,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.local_stack import STACK_TEMPLATE, bench_stack
 from bench.memory import PeakRss
 from bench.workload import VALUE_BYTES
-from replicator.logs import configure_logging
-from replicator.segment_format import SCHEMA
-from replicator.segment_key import SegmentKey, topic_descriptor_key
-from replicator.segment_store import SegmentStore
+from replicator.core.logs import configure_logging
+from replicator.core.segments.format import SCHEMA
+from replicator.core.segments.key import SegmentKey, topic_descriptor_key
+from replicator.core.segments.store import SegmentStore
 
 CONFIG = (
     STACK_TEMPLATE

@@ -21,7 +21,7 @@ from bench.local_stack import STACK_TEMPLATE, bench_stack
 from bench.workload import KEY_BYTES, VALUE_BYTES
 from infra.drill import STARTED_LINE, DestinationTail, Service
 from infra.drill_report import percentile
-from replicator.logs import configure_logging
+from replicator.core.logs import configure_logging
 
 CONFIG = (
     STACK_TEMPLATE

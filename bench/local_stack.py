@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from infra.stack import Stack, StackSpec, free_port
-from replicator.config import Config, load_config
+from replicator.core.config import Config, load_config
 
 STACK_TEMPLATE = """
 [s3]

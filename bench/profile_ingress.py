@@ -18,9 +18,9 @@ from bench.ingress_throughput import CONFIG, SEGMENT_RECORDS, workload
 from bench.local_stack import bench_stack
 from ingress.service import IngressService
 from ingress.worker import PartitionWorker
-from replicator.logs import configure_logging
-from replicator.segment_key import SegmentKey, topic_descriptor_key
-from replicator.segment_store import SegmentStore
+from replicator.core.logs import configure_logging
+from replicator.core.segments.key import SegmentKey, topic_descriptor_key
+from replicator.core.segments.store import SegmentStore
 
 PROFILE = cProfile.Profile()
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import compaction_throughput, egress_throughput, ingress_throughput, latency
-from replicator.logs import configure_logging
+from replicator.core.logs import configure_logging
 
 RESULTS = Path(__file__).parent / "results" / "latest.json"
 

@@ -19,17 +19,11 @@ from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
 from compaction.merge import MergeResult, run_merge, verify
 from compaction.planning import Merge, PartitionPlan, plan_partition
-from replicator.config import CompactionConfig, Config
-from replicator.errors import ConfigError
-from replicator.spark import config_from_json, config_to_json, spark_session
+from replicator.core.config import Config, required
+from replicator.core.errors import ConfigError
+from replicator.core.spark import config_from_json, config_to_json, spark_session
 
 log = logging.getLogger(__name__)
-
-
-def compaction_section(config: Config) -> CompactionConfig:
-    if config.compaction is None:
-        raise ConfigError("config", [("compaction", "missing [compaction] section")])
-    return config.compaction
 
 
 @dataclass
@@ -81,7 +75,7 @@ class CompactionJob:
         spark: Any = None,
     ) -> None:
         self.config = config
-        self.compaction = compaction_section(config)
+        self.compaction = required(config, "compaction")
         self.region = self.compaction.region
         self.topics = topics or sorted(self.compaction.topics)
         unknown = [t for t in self.topics if t not in self.compaction.topics]
@@ -97,7 +91,7 @@ class CompactionJob:
         self.stop = threading.Event()
 
     def _store(self) -> Any:
-        from replicator.segment_store import SegmentStore
+        from replicator.core.segments.store import SegmentStore
 
         return SegmentStore.for_region(self.config, self.region)
 
@@ -210,7 +204,7 @@ class CompactionJob:
 
 def export(report: RunReport, config: Config) -> CollectorRegistry:
     """The run's figures as metrics; pushed when ``pushgateway_url`` is set."""
-    compaction = compaction_section(config)
+    compaction = required(config, "compaction")
     registry = CollectorRegistry()
     figures = {
         "segments_read": report.segments_read,

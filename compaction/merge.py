@@ -16,12 +16,17 @@ import time
 from dataclasses import dataclass
 
 from compaction.planning import Merge
-from replicator.config import Config
-from replicator.errors import SegmentMismatchError
-from replicator.faults import crash_point
-from replicator.logs import partition_fields
-from replicator.segment_key import SegmentKey
-from replicator.segment_store import SegmentStore, StoredSegment
+from replicator.core.config import Config
+from replicator.core.faults import (
+    COMPACTION_AFTER_OUTPUT,
+    COMPACTION_DURING_DELETES,
+    COMPACTION_DURING_MERGE,
+    crash_point,
+)
+from replicator.core.logs import partition_fields
+from replicator.core.segments.errors import SegmentMismatchError
+from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.store import SegmentStore, StoredSegment
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +65,14 @@ def run_merge(
             for table in store.open(segment).iter_tables():
                 writer.write(table)
                 records += table.num_rows
-            crash_point("compaction-during-merge")
-    crash_point("compaction-after-output")
+            crash_point(COMPACTION_DURING_MERGE)
+    crash_point(COMPACTION_AFTER_OUTPUT)
     stored = store.stat(merge.output)
     verify(store, stored, records)
     deleted = 0
     if delete:
         for segment in merge.inputs:
-            crash_point("compaction-during-deletes")
+            crash_point(COMPACTION_DURING_DELETES)
             deleted += store.delete_segments([segment.key])
     key = merge.output
     log.info(

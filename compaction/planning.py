@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from replicator.config import CompactionTopicConfig
-from replicator.segment_key import SegmentKey
-from replicator.segment_store import StoredSegment
+from replicator.core.config import CompactionTopicConfig
+from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.store import StoredSegment
 
 
 @dataclass(frozen=True)

@@ -21,14 +21,14 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
-from egress.kafka_source import KafkaSource, Planner, egress_section
+from egress.errors import EgressFailedError
+from egress.kafka_source import KafkaSource, Planner
 from egress.metrics import EgressMetrics
 from egress.segment_sink import SegmentSink
 from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_to_option
 from egress.topic_descriptor import DescriptorPublisher
-from replicator.config import Config
-from replicator.errors import ReplicatorError
-from replicator.spark import spark_session
+from replicator.core.config import Config, required
+from replicator.core.spark import spark_session
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +46,6 @@ _OUR_ERRORS = {
     "CorruptSegmentError",
     "SegmentMismatchError",
 }
-
-
-class EgressFailed(ReplicatorError):
-    """The streaming query stopped with an error; the message is the root cause."""
 
 
 def root_cause(text: str) -> str:
@@ -75,7 +71,7 @@ class EgressRun:
 def resolved(config: Config) -> Config:
     """The config with the egress directories made absolute: Spark's planner and writer
     processes do not share the driver's working directory."""
-    egress = egress_section(config)
+    egress = required(config, "egress")
     updated = egress.model_copy(
         update={
             "checkpoint_location": _absolute(egress.checkpoint_location),
@@ -104,7 +100,7 @@ class EgressJob:
         self.config = resolved(config)
         self._spark = spark
         self._handle_signals = handle_signals
-        self.egress = egress_section(self.config)
+        self.egress = required(self.config, "egress")
         self.stop_at_end = stop_at_end
         self.master = master
         self._stop = threading.Event()
@@ -190,7 +186,7 @@ class EgressJob:
             if failure is not None:
                 cause = root_cause(str(getattr(failure, "desc", None) or failure))
                 log.error("egress from region %s failed: %s", self.egress.region, cause)
-                raise EgressFailed(f"egress stopped: {cause}")
+                raise EgressFailedError(f"egress stopped: {cause}")
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

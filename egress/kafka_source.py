@@ -28,6 +28,7 @@ from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailable
 from pyspark.sql.types import StructType
 
 from egress.driver_state import DriverState
+from egress.errors import DataLossError
 from egress.planning import (
     Limits,
     Offsets,
@@ -42,11 +43,11 @@ from egress.planning import (
 )
 from egress.record_arrow import SPARK_SCHEMA_DDL, messages_to_rows, range_row
 from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_from_options
-from replicator.config import Config, EgressConfig
-from replicator.errors import BrokerError, DataLossError
-from replicator.kafka_clients import client_config
-from replicator.logs import partition_fields
-from replicator.segment_store import SegmentStore
+from replicator.core.config import Config, EgressConfig, required
+from replicator.core.kafka.clients import client_config
+from replicator.core.kafka.errors import BrokerError
+from replicator.core.logs import partition_fields
+from replicator.core.segments.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
@@ -73,12 +74,6 @@ class KafkaTask(InputPartition):
     ranges: tuple[KafkaRange, ...]
 
 
-def egress_section(config: Config) -> EgressConfig:
-    if config.egress is None:
-        raise ValueError("the config has no [egress] section")
-    return config.egress
-
-
 def limits_for(egress: EgressConfig, topic: str) -> Limits:
     t = egress.thresholds(topic)
     return Limits(t.max_segment_messages, t.max_segment_bytes, t.max_segment_age)
@@ -97,7 +92,7 @@ class Planner:
 
     def __init__(self, config: Config) -> None:
         self.config = config
-        self.egress = egress_section(config)
+        self.egress = required(config, "egress")
         self.kafka = config.region(self.egress.region).kafka
         self.admin = AdminClient(client_config(self.kafka))
         self.isolation = (
@@ -303,7 +298,7 @@ def commit_offsets(config: Config, offsets: Offsets) -> None:
     """
     if not offsets:
         return
-    egress = egress_section(config)
+    egress = required(config, "egress")
     consumer = Consumer(client_config(config.region(egress.region).kafka, group_id=egress.group_id))
     try:
         consumer.commit(
@@ -377,7 +372,7 @@ def read_range(config: Config, rng: KafkaRange) -> Iterator[pa.RecordBatch]:
     transaction markers) are passed over; the read ends at the first offset >= end or when
     the consumer reaches the log end at or beyond ``end``.
     """
-    egress = egress_section(config)
+    egress = required(config, "egress")
     yield range_row(rng.topic, rng.partition, rng.start, rng.end - 1)
     consumer = Consumer(
         client_config(

@@ -17,10 +17,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from egress.driver_state import DriverState, PartitionStats
-from egress.kafka_source import Planner, egress_section
-from replicator.config import Config
-from replicator.errors import ReplicatorError
-from replicator.metrics import serve
+from egress.kafka_source import Planner
+from replicator.core.config import Config, required
+from replicator.core.errors import ReplicatorError
+from replicator.core.metrics import serve
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ LABELS = ["region", "topic", "partition"]
 
 class EgressMetrics(Collector):
     def __init__(self, config: Config, planner: Planner) -> None:
-        self.egress = egress_section(config)
+        self.egress = required(config, "egress")
         self.region = self.egress.region
         self.state = DriverState(self.egress.state_dir)
         self._planner = planner

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from replicator.segment_format import SCHEMA
+from replicator.core.segments.format import SCHEMA
 
 SPARK_SCHEMA_DDL = (
     "topic string, partition int, range_start bigint, range_end bigint, offset bigint, "

@@ -28,12 +28,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from egress.driver_state import DriverState, PartitionStats
-from egress.kafka_source import commit_offsets, egress_section
+from egress.kafka_source import commit_offsets
 from egress.record_arrow import record_bytes, rows_to_segment
 from egress.spark_options import CONFIG_OPTION, config_from_options
-from replicator.config import Config
-from replicator.segment_key import SegmentKey
-from replicator.segment_store import SegmentStore, SpooledSegment
+from replicator.core.config import Config, required
+from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.store import SegmentStore, SpooledSegment
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ class RangeWriter:
 
 
 def write_ranges(config: Config, batches: Iterator[pa.RecordBatch]) -> list[WrittenRange]:
-    egress = egress_section(config)
+    egress = required(config, "egress")
     store = SegmentStore.for_region(config, egress.region)
     done: list[WrittenRange] = []
     current: RangeWriter | None = None
@@ -189,7 +189,7 @@ def _start_range(
         batch.column("range_start")[row].as_py(),
         batch.column("range_end")[row].as_py(),
     )
-    limits = egress_section(config).thresholds(topic)
+    limits = required(config, "egress").thresholds(topic)
     return RangeWriter(store, region, written, limits.max_segment_bytes)
 
 
@@ -219,7 +219,7 @@ class SegmentStreamWriter(DataSourceStreamArrowWriter):
             for r in m.ranges
         }
         commit_offsets(config, ends)
-        record_batch(DriverState(egress_section(config).state_dir), messages, batchId)
+        record_batch(DriverState(required(config, "egress").state_dir), messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         # Segments already written stay: the replay of this batch rewrites the same keys.

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from replicator.config import Config
-from replicator.spark import config_from_json, config_to_json
+from replicator.core.config import Config
+from replicator.core.spark import config_from_json, config_to_json
 
 CONFIG_OPTION = "replicator_config_secret"
 TASKS_OPTION = "replicator_tasks"

@@ -13,11 +13,11 @@ from typing import Any
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource
 
-from egress.kafka_source import Planner, egress_section
-from replicator.config import Config
-from replicator.errors import ReplicatorError
-from replicator.segment_key import topic_descriptor_key
-from replicator.segment_store import SegmentStore
+from egress.kafka_source import Planner
+from replicator.core.config import Config, required
+from replicator.core.errors import ReplicatorError
+from replicator.core.segments.key import topic_descriptor_key
+from replicator.core.segments.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def describe(topic: str, partitions: int, configs: dict[str, str], region: str) 
 class DescriptorPublisher:
     def __init__(self, config: Config, planner: Planner) -> None:
         self.config = config
-        self.egress = egress_section(config)
+        self.egress = required(config, "egress")
         self._planner = planner
         self._store = SegmentStore.for_region(config, self.egress.region)
         self._published: dict[str, dict[str, Any]] = {}

@@ -44,11 +44,12 @@ from infra.drill_report import (
     progress_bar,
     render_summary,
 )
+from infra.errors import DrillFailedError
 from infra.stack import Stack, StackSpec, free_port
-from ingress import provenance
-from ingress.replay_plan import ReadNext, next_step
-from replicator.config import Config, load_config
-from replicator.segment_store import SegmentStore
+from replicator.core.config import Config, load_config, required
+from replicator.core.kafka import provenance
+from replicator.core.segments.selection import ReadNext, next_step
+from replicator.core.segments.store import SegmentStore
 from replicator.status import PartitionStatus, collect, render
 
 log = logging.getLogger(__name__)
@@ -359,16 +360,16 @@ class Service:
         return None if self.process is None else self.process.poll()
 
     def wait_for_log(self, line: str, timeout: float) -> None:
-        """Until ``line`` appears in the service's log; DrillFailed if it exits first or
+        """Until ``line`` appears in the service's log; DrillFailedError if it exits first or
         ``timeout`` passes."""
         deadline = time.monotonic() + timeout
         while line not in self.log_path.read_text(errors="replace"):
             if self.exited() is not None:
-                raise DrillFailed(
+                raise DrillFailedError(
                     f"{self.name} exited with code {self.exited()}; see {self.log_path}"
                 )
             if time.monotonic() > deadline:
-                raise DrillFailed(f"{self.name} did not log {line!r} within {timeout:.0f}s")
+                raise DrillFailedError(f"{self.name} did not log {line!r} within {timeout:.0f}s")
             time.sleep(0.5)
 
     def kill(self) -> None:
@@ -452,8 +453,8 @@ class Drill:
             f"created {ACCOUNTS} (compacted, keyed, tombstones) and {CLICKS} (headers), "
             f"{options.partitions} partitions each, in {SOURCE}"
         )
-        assert config.ingress is not None and config.egress is not None
-        destinations = {s.topic: s.destination for s in config.ingress.sources}
+        egress_config, ingress_config = required(config, "egress"), required(config, "ingress")
+        destinations = {s.topic: s.destination for s in ingress_config.sources}
         common = ["--config", str(config_path)]
         egress = Service("egress", ["egress", *common], root / "logs" / "egress.log")
         ingress = Service("ingress", ["ingress", *common], root / "logs" / "ingress-1.log")
@@ -461,8 +462,8 @@ class Drill:
         egress.start()
         ingress.start()
         self.say(
-            f"egress (pid {egress.pid}, metrics :{config.egress.metrics_port}) and ingress "
-            f"(pid {ingress.pid}, metrics :{config.ingress.metrics_port}) started"
+            f"egress (pid {egress.pid}, metrics :{egress_config.metrics_port}) and ingress "
+            f"(pid {ingress.pid}, metrics :{ingress_config.metrics_port}) started"
         )
         self._wait_for_egress(egress)
         tail = DestinationTail(west, destinations, options.partitions)
@@ -482,12 +483,12 @@ class Drill:
             time.sleep(0.25)
             for service in services:
                 if service.exited() is not None:
-                    raise DrillFailed(
+                    raise DrillFailedError(
                         f"{service.name} exited with code {service.exited()}; "
                         f"see {service.log_path}"
                     )
             if workload.error is not None:
-                raise DrillFailed(f"producing the workload failed: {workload.error}")
+                raise DrillFailedError(f"producing the workload failed: {workload.error}")
             if (
                 not killed
                 and workload.produced >= options.kill_at * options.records
@@ -619,10 +620,6 @@ class Drill:
         return summary
 
 
-class DrillFailed(Exception):
-    """A service died or the workload could not be produced: the drill cannot go on."""
-
-
 def source_ends(bootstrap: str, partitions: int) -> dict[tuple[str, int], int]:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drill-ends"})
     try:
@@ -655,7 +652,7 @@ def read_partition(bootstrap: str, topic: str, partition: int) -> list[Record]:
         while True:
             message = consumer.poll(10)
             if message is None:
-                raise DrillFailed(f"reading {topic}[{partition}] stalled before offset {high}")
+                raise DrillFailedError(f"reading {topic}[{partition}] stalled before offset {high}")
             error = message.error()
             offset = int(message.offset() or 0)
             if error is not None:
@@ -663,7 +660,7 @@ def read_partition(bootstrap: str, topic: str, partition: int) -> list[Record]:
                     if offset >= high:
                         return records
                     continue
-                raise DrillFailed(f"reading {topic}[{partition}]: {error}")
+                raise DrillFailedError(f"reading {topic}[{partition}]: {error}")
             raw = cast(list[tuple[str, Any]], message.headers() or [])
             headers = tuple((name, _bytes(value)) for name, value in raw)
             records.append(
@@ -687,7 +684,9 @@ def _bytes(value: str | bytes | None) -> bytes | None:
 
 def _with_source_offset(record: Record, region: str, topic: str, partition: int) -> Record:
     _, key, value, timestamp, headers = record
-    offset = provenance.source_offset(list(headers), region, topic, partition)
+    offset = provenance.source_offset(
+        list(headers), provenance.SourcePartition(region, topic, partition)
+    )
     kept = tuple(h for h in headers if h[0] != provenance.HEADER)
     return (-1 if offset is None else offset, key, value, timestamp, kept)
 
@@ -727,7 +726,7 @@ def run_drill(options: DrillOptions, out: IO[str] | None = None) -> DrillResult:
     drill = Drill(options, out)
     try:
         result = drill.run()
-    except DrillFailed as exc:
+    except DrillFailedError as exc:
         drill.say(f"drill stopped: {exc}")
         return DrillResult(summaries=[], problems=[str(exc)])
     sink = drill.out

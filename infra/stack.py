@@ -40,8 +40,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from replicator.config import Config
-from replicator.errors import StackError
+from infra.errors import StackError
+from replicator.core.config import Config
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

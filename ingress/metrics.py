@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from replicator.metrics import serve
+from replicator.core.metrics import serve
 
 LABELS = ["region", "topic", "partition"]
 

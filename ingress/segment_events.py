@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 from urllib.parse import unquote_plus
 
-from replicator.errors import SegmentKeyError
-from replicator.segment_key import SegmentKey, parse_key
+from replicator.core.segments.errors import SegmentKeyError
+from replicator.core.segments.key import SegmentKey, parse_key
 
 CREATED: Literal["created"] = "created"
 REMOVED: Literal["removed"] = "removed"

@@ -19,18 +19,22 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from ingress.errors import DestinationMismatchError
 from ingress.metrics import IngressMetrics
 from ingress.segment_events import SegmentEvent, events_partition
 from ingress.sqs_bridge import SqsBridge
 from ingress.worker import PartitionWorker
-from replicator.config import Config, IngressConfig, IngressSource
-from replicator.errors import BrokerError, ConfigError, ReplicatorError
-from replicator.kafka_clients import client_config, ensure_topic
-from replicator.logs import partition_fields
-from replicator.malloc import limit_malloc_arenas
-from replicator.s3 import ObjectNotFoundError
-from replicator.segment_key import topic_descriptor_key
-from replicator.segment_store import SegmentStore
+from replicator.core.aws.errors import ObjectNotFoundError
+from replicator.core.config import Config, IngressSource, required
+from replicator.core.errors import ReplicatorError
+from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.core.kafka.clients import client_config, ensure_topic
+from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.writer import PartitionWriter
+from replicator.core.logs import partition_fields
+from replicator.core.malloc import limit_malloc_arenas
+from replicator.core.segments.key import topic_descriptor_key
+from replicator.core.segments.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
@@ -38,28 +42,21 @@ RESTART_BACKOFF = 5.0
 SourceKey = tuple[str, str, int]
 
 
-class DestinationMismatch(ReplicatorError):
-    """The destination topic exists with fewer partitions than the source."""
-
-
-def ingress_section(config: Config) -> IngressConfig:
-    if config.ingress is None:
-        raise ConfigError("config", [("ingress", "missing [ingress] section")])
-    return config.ingress
-
-
 class IngressService:
     def __init__(
         self, config: Config, *, stop_at_end: bool = False, handle_signals: bool = True
     ) -> None:
         self.config = config
-        self.ingress = ingress_section(config)
+        self.ingress = required(config, "ingress")
         self.region = self.ingress.region
         self.stop_at_end = stop_at_end
         self._handle_signals = handle_signals
         self.kafka = client_config(config.region(self.region).kafka)
         self.metrics = IngressMetrics()
         self.store = SegmentStore.for_region(config, self.region)
+        self.checkpoints = CheckpointStore(
+            self.kafka, self.ingress.checkpoint_topic, self.ingress.checkpoint_partitions
+        )
         self.workers: dict[SourceKey, PartitionWorker] = {}
         self._read_slots = threading.BoundedSemaphore(self.ingress.read_concurrency)
         self._partitions: dict[tuple[str, str], int] = {}
@@ -129,7 +126,7 @@ class IngressService:
         existing = metadata.topics.get(source.destination)
         if existing is not None and existing.error is None:
             if len(existing.partitions) < partitions:
-                raise DestinationMismatch(
+                raise DestinationMismatchError(
                     f"destination topic {source.destination} has {len(existing.partitions)} "
                     f"partitions but source {source.region}/{source.topic} has {partitions}; "
                     "add partitions to the destination (nothing was produced)"
@@ -245,13 +242,17 @@ class IngressService:
             self.config,
             source,
             partition,
-            self.kafka,
             self.metrics,
+            open_writer=self._writer,
+            segments=SegmentStore.for_region(self.config, self.region),
             stop_at_end=self.stop_at_end,
             read_slots=self._read_slots,
         )
         self.workers[key] = worker
         worker.start()
+
+    def _writer(self, target: WriteTarget) -> PartitionWriter:
+        return PartitionWriter(self.kafka, self.ingress.group_id, target, self.checkpoints)
 
     def _stop_workers(self, keys: list[SourceKey]) -> None:
         for key in keys:
@@ -293,5 +294,5 @@ class IngressService:
 
 
 def run_ingress(config: Config, *, stop_at_end: bool = False) -> int:
-    limit_malloc_arenas()  # before the worker threads exist: see replicator.malloc
+    limit_malloc_arenas()  # before the worker threads exist: see replicator.core.malloc
     return IngressService(config, stop_at_end=stop_at_end).run()

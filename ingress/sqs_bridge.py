@@ -16,8 +16,8 @@ from confluent_kafka import Producer
 
 from ingress.metrics import IngressMetrics
 from ingress.segment_events import events_partition, parse_notification, partition_key
-from replicator.config import Config
-from replicator.s3 import sqs_client
+from replicator.core.aws.clients import sqs_client
+from replicator.core.config import Config, required
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +27,8 @@ MAX_BACKOFF = 30.0
 class SqsBridge(threading.Thread):
     def __init__(self, config: Config, kafka: dict[str, Any], metrics: IngressMetrics) -> None:
         super().__init__(name="ingress-sqs", daemon=True)
-        assert config.ingress is not None
         self.config = config
-        self.ingress = config.ingress
+        self.ingress = required(config, "ingress")
         self.region = self.ingress.region
         self.metrics = metrics
         self._sources = {(s.region, s.topic) for s in self.ingress.sources}

@@ -8,7 +8,8 @@ the truth and records below the next offset are skipped.
 
 Order of work per segment: read a row group (verified), produce its records at or after the
 next offset, and at least every ``checkpoint_interval`` and at the segment's end: flush,
-write the checkpoint, commit the transaction (see :mod:`ingress.destination`).
+write the checkpoint, commit the transaction (the exactly-once writer,
+:mod:`replicator.core.kafka.writer`, does that part).
 """
 
 from __future__ import annotations
@@ -17,39 +18,50 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
-from ingress.destination import (
-    OwnershipLost,
-    PartitionProducer,
-    RecordTooLargeError,
-    Target,
-    resume_point,
-)
+from ingress.errors import PartitionHaltedError
 from ingress.metrics import IngressMetrics
-from ingress.replay_plan import Gap, ReadNext, lowest_start, next_step, retry_intervals
+from ingress.replay_plan import retry_intervals
 from ingress.segment_events import REMOVED, SegmentEvent
-from replicator.config import Config, IngressSource
-from replicator.errors import (
+from replicator.core.aws.errors import ObjectNotFoundError
+from replicator.core.config import Config, IngressSource, required
+from replicator.core.errors import ReplicatorError
+from replicator.core.kafka.checkpoints import WriteTarget
+from replicator.core.kafka.errors import OwnershipLostError, RecordTooLargeError
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.writer import RecordWriter
+from replicator.core.logs import ContextLog, partition_fields
+from replicator.core.segments.errors import (
     CorruptSegmentError,
-    ReplicatorError,
     SegmentKeyError,
     SegmentMismatchError,
 )
-from replicator.logs import ContextLog, partition_fields
-from replicator.s3 import ObjectNotFoundError
-from replicator.segment_key import SegmentKey
-from replicator.segment_store import SegmentStore, StoredSegment
+from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.selection import Gap, ReadNext, lowest_start, next_step
+from replicator.core.segments.store import StoredSegment
+
+
+class TableSource(Protocol):
+    def iter_tables(self) -> Iterator[pa.Table]: ...
+
+
+class SegmentSource(Protocol):
+    """What a worker reads: a region's segment listing and verified readers
+    (:class:`replicator.core.segments.store.SegmentStore`, or a fake in unit tests)."""
+
+    def list_segments(self, region: str, topic: str, partition: int) -> list[StoredSegment]: ...
+
+    def open(self, segment: StoredSegment) -> TableSource: ...
+
 
 log = logging.getLogger(__name__)
-
-
-class PartitionHalted(ReplicatorError):
-    """This partition stops (others go on): a corrupt segment or a lost one."""
 
 
 @dataclass
@@ -66,31 +78,33 @@ class PartitionWorker(threading.Thread):
         config: Config,
         source: IngressSource,
         partition: int,
-        kafka: dict[str, Any],
         metrics: IngressMetrics,
         *,
+        open_writer: Callable[[WriteTarget], RecordWriter],
+        segments: SegmentSource,
         stop_at_end: bool = False,
         read_slots: threading.Semaphore | None = None,
     ) -> None:
         super().__init__(name=f"ingress-{source.topic}-{partition}", daemon=True)
-        assert config.ingress is not None
         self.config = config
-        self.ingress = config.ingress
+        self.ingress = required(config, "ingress")
         self.source = source
         self.partition = partition
-        self.kafka = kafka
         self.metrics = metrics
+        self._open_writer = open_writer
         self.stop_at_end = stop_at_end
         self._read_slots = read_slots or threading.BoundedSemaphore(1)
         self.status = WorkerStatus()
         self.events: queue.Queue[SegmentEvent] = queue.Queue()
         self.failure: BaseException | None = None
         self._stopping = threading.Event()
-        self._store = SegmentStore.for_region(config, self.ingress.region)
+        self._store = segments
         self._index: dict[SegmentKey, StoredSegment] = {}
         self._target_end: int | None = None
         self._labels = (source.region, source.topic, str(partition))
-        self.target = Target(source.region, source.topic, partition, source.destination)
+        self.target = WriteTarget(
+            SourcePartition(source.region, source.topic, partition), source.destination, partition
+        )
         self.log = ContextLog(log, partition_fields(source.region, source.topic, partition))
 
     # -- control --------------------------------------------------------------------------
@@ -104,10 +118,10 @@ class PartitionWorker(threading.Thread):
     def run(self) -> None:
         try:
             self._run()
-        except OwnershipLost as exc:
+        except OwnershipLostError as exc:
             self.status.state = "stopped"
             self.log.info("%s: %s", self.name, exc)
-        except (PartitionHalted, RecordTooLargeError) as exc:
+        except (PartitionHaltedError, RecordTooLargeError) as exc:
             self.status.state, self.status.reason = "halted", str(exc)
             self.metrics.halted.labels(*self._labels).set(1)
             self.log.error("partition halted: %s", exc)
@@ -121,20 +135,9 @@ class PartitionWorker(threading.Thread):
     # -- the replay loop ------------------------------------------------------------------
 
     def _run(self) -> None:
-        producer = PartitionProducer(
-            self.kafka,
-            self.ingress.group_id,
-            self.target,
-            self.ingress.checkpoint_topic,
-            self.ingress.checkpoint_partitions,
-        )
+        writer = self._open_writer(self.target)
         try:
-            resume = resume_point(
-                self.kafka,
-                self.target,
-                self.ingress.checkpoint_topic,
-                self.ingress.checkpoint_partitions,
-            )
+            resume = writer.open()
             self._relist()
             if self.stop_at_end:
                 self._target_end = max((k.end for k in self._index), default=-1)
@@ -151,14 +154,14 @@ class PartitionWorker(threading.Thread):
             )
             self.status.next_offset = next_offset
             try:
-                self._replay(producer, next_offset)
-            except (PartitionHalted, RecordTooLargeError) as exc:
-                producer.abort()
+                self._replay(writer, next_offset)
+            except (PartitionHaltedError, RecordTooLargeError) as exc:
+                writer.abort()
                 at = self.status.next_offset if self.status.next_offset is not None else 0
-                producer.record_halt(at, str(exc))
+                writer.record_halt(at, str(exc))
                 raise
         finally:
-            producer.close()
+            writer.close()
 
     def _first_offset(self) -> int | None:
         """No checkpoint and nothing produced yet: wait ``first_segment_delay`` after the
@@ -183,7 +186,7 @@ class PartitionWorker(threading.Thread):
             self._relist()
         return None
 
-    def _replay(self, producer: PartitionProducer, next_offset: int) -> None:
+    def _replay(self, writer: RecordWriter, next_offset: int) -> None:
         late_since: tuple[int, int] | None = None  # (gap start, retries used)
         while not self._stopping.is_set():
             self._apply_events()
@@ -194,7 +197,7 @@ class PartitionWorker(threading.Thread):
             self._report_lag(next_offset)
             if isinstance(step, ReadNext):
                 late_since = None
-                next_offset = self._replay_segment(producer, self._index[step.segment], next_offset)
+                next_offset = self._replay_segment(writer, self._index[step.segment], next_offset)
                 self.status.next_offset = next_offset
             elif isinstance(step, Gap):
                 late_since, next_offset = self._handle_gap(step, late_since, next_offset)
@@ -234,7 +237,7 @@ class PartitionWorker(threading.Thread):
             f"{self.source.lost_segment_timeout:.0f}s"
         )
         if self.ingress.on_lost_segment == "fail":
-            raise PartitionHalted(message)
+            raise PartitionHaltedError(message)
         self.log.error(
             "%s; skipping them (on_lost_segment = skip)",
             message,
@@ -242,9 +245,7 @@ class PartitionWorker(threading.Thread):
         )
         return None, gap.last + 1
 
-    def _replay_segment(
-        self, producer: PartitionProducer, stored: StoredSegment, next_offset: int
-    ) -> int:
+    def _replay_segment(self, writer: RecordWriter, stored: StoredSegment, next_offset: int) -> int:
         """Produce the segment's records from ``next_offset``; returns the next offset.
 
         Whatever stops the replay part-way (a stop request, the segment removed by
@@ -269,19 +270,17 @@ class PartitionWorker(threading.Thread):
                         continue
                     if offsets[0].as_py() < next_offset:
                         table = table.filter(pc.greater_equal(offsets, next_offset))
-                    producer.begin()
-                    producer.produce(table)
+                    writer.write(table)
                     self._count(table)
                     next_offset = produced_until = table.column("offset")[-1].as_py() + 1
                     del table, offsets
                 if time.monotonic() - opened >= self.ingress.checkpoint_interval:
-                    producer.commit(next_offset)
+                    writer.commit(next_offset)
                     self.status.next_offset = next_offset
                     produced_until = None
                     opened = time.monotonic()
             if not self._stopping.is_set():
-                producer.begin()
-                producer.commit(stored.key.end + 1)
+                writer.commit(stored.key.end + 1)
                 self.metrics.segments_read.labels(*self._labels).inc()
                 self.metrics.checkpoint_offset.labels(*self._labels).set(stored.key.end + 1)
                 return stored.key.end + 1
@@ -294,14 +293,14 @@ class PartitionWorker(threading.Thread):
             )
             self._relist()
         except (CorruptSegmentError, SegmentMismatchError) as exc:
-            self._commit_progress(producer, produced_until)
-            raise PartitionHalted(f"cannot replay {exc}") from None
-        self._commit_progress(producer, produced_until)
+            self._commit_progress(writer, produced_until)
+            raise PartitionHaltedError(f"cannot replay {exc}") from None
+        self._commit_progress(writer, produced_until)
         return next_offset
 
-    def _commit_progress(self, producer: PartitionProducer, produced_until: int | None) -> None:
+    def _commit_progress(self, writer: RecordWriter, produced_until: int | None) -> None:
         if produced_until is not None:
-            producer.commit(produced_until)
+            writer.commit(produced_until)
             self.status.next_offset = produced_until
             self.metrics.checkpoint_offset.labels(*self._labels).set(produced_until)
 

@@ -13,9 +13,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from replicator import __version__
-from replicator.config import Config, load_config
-from replicator.errors import ConfigError, ReplicatorError
-from replicator.logs import configure_logging
+from replicator.core.config import Config, load_config, required
+from replicator.core.errors import ConfigError, ReplicatorError
+from replicator.core.logs import configure_logging
 
 log = logging.getLogger(__name__)
 
@@ -48,16 +48,11 @@ def _stack(args: argparse.Namespace) -> int:
     return 0
 
 
-def _require(config: Config, section: str, path: str) -> None:
-    if getattr(config, section) is None:
-        raise ConfigError(path, [(section, f"missing [{section}] section")])
-
-
 def _egress(args: argparse.Namespace) -> int:
     from egress.job import run_egress
 
     config = _load(args)
-    _require(config, "egress", args.config)
+    required(config, "egress")
     result = run_egress(config, stop_at_end=args.stop_at_end, master=args.master)
     print(f"egress done: {result.batches} batches, {result.records} records read")
     return 0
@@ -67,7 +62,7 @@ def _ingress(args: argparse.Namespace) -> int:
     from ingress.service import run_ingress
 
     config = _load(args)
-    _require(config, "ingress", args.config)
+    required(config, "ingress")
     return run_ingress(config, stop_at_end=args.stop_at_end)
 
 
@@ -88,7 +83,7 @@ def _compact(args: argparse.Namespace) -> int:
     from compaction.schedule import run_on_schedule
 
     config = _load(args)
-    _require(config, "compaction", args.config)
+    compaction = required(config, "compaction")
     if (args.from_level is None) != (args.to_level is None):
         raise ConfigError(args.config, [("", "--from-level and --to-level go together")])
     job = CompactionJob(
@@ -121,8 +116,7 @@ def _compact(args: argparse.Namespace) -> int:
     if args.once or args.from_level is not None:
         run()
         return 0
-    assert config.compaction is not None
-    run_on_schedule(config.compaction.schedule, run, stop)
+    run_on_schedule(compaction.schedule, run, stop)
     return 0
 
 

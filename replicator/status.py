@@ -2,7 +2,7 @@
 
 It only reads: the source cluster's log ends, the segment listing of the source region's
 bucket, and ingress's resume point (its checkpoint and the destination partition's tail,
-see :mod:`ingress.destination`). It never joins a consumer group and works while the
+see :mod:`replicator.core.kafka.checkpoints`). It never joins a consumer group and works while the
 services run and when they are down: a cluster that does not answer within a few seconds
 is reported as unreachable and the columns that need it stay empty.
 """
@@ -17,10 +17,12 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from replicator.config import Config
-from replicator.errors import StorageError
-from replicator.kafka_clients import client_config
-from replicator.segment_store import SegmentStore
+from replicator.core.aws.errors import StorageError
+from replicator.core.config import Config
+from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.core.kafka.clients import client_config
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.segments.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
@@ -153,17 +155,17 @@ def _replayed(config: Config, row: PartitionStatus) -> None:
     )
     if source is None:
         return
-    from ingress.destination import Target, resume_point
-
     row.destination_topic = source.destination
     kafka = client_config(config.region(ingress.region).kafka)
+    checkpoints = CheckpointStore(kafka, ingress.checkpoint_topic, ingress.checkpoint_partitions)
     try:
         AdminClient(kafka).list_topics(timeout=REACH_TIMEOUT)
-        point = resume_point(
-            kafka,
-            Target(row.region, row.topic, row.partition, source.destination),
-            ingress.checkpoint_topic,
-            ingress.checkpoint_partitions,
+        point = checkpoints.resume_point(
+            WriteTarget(
+                SourcePartition(row.region, row.topic, row.partition),
+                source.destination,
+                row.partition,
+            )
         )
     except Exception as exc:
         row.notes.append(f"ingress position unknown: {exc}")

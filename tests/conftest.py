@@ -16,8 +16,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from infra.stack import Stack, StackSpec, create_bucket, free_port
-from replicator.config import Config, load_config
-from replicator.segment_store import SegmentStore
+from replicator.core.config import Config, load_config
+from replicator.core.segments.store import SegmentStore
 
 SOURCE = "us-east-1"
 DESTINATION = "us-west-1"
@@ -116,7 +116,7 @@ def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack
 @pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
     """One in-process Spark session for the tests that need no process of their own."""
-    from replicator.spark import spark_session
+    from replicator.core.spark import spark_session
 
     session = spark_session("local[2]", "replicator-tests", {})
     yield session

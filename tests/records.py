@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from replicator.segment_format import (
+from replicator.core.segments.format import (
     SCHEMA,
     TIMESTAMP_CREATE_TIME,
     TIMESTAMP_LOG_APPEND_TIME,

@@ -11,9 +11,9 @@ import time
 from confluent_kafka import Producer
 
 from egress.job import EgressJob
-from ingress import provenance
 from ingress.service import IngressService
-from replicator.config import load_config
+from replicator.core.config import load_config
+from replicator.core.kafka import provenance
 from tests.conftest import DESTINATION, SOURCE
 from tests.egress.conftest import create_topic, finish_bursts
 from tests.independent import read_partition
@@ -78,9 +78,12 @@ first_segment_delay = "0s"
     for partition in range(PARTITIONS):
         source = read_partition(local_stack.bootstrap(SOURCE), topic, partition)
         copied = read_partition(local_stack.bootstrap(DESTINATION), copy, partition)
-        assert [provenance.source_offset(list(r[5]), SOURCE, topic, partition) for r in copied] == [
-            r[0] for r in source
-        ]
+        assert [
+            provenance.source_offset(
+                list(r[5]), provenance.SourcePartition(SOURCE, topic, partition)
+            )
+            for r in copied
+        ] == [r[0] for r in source]
         strip = lambda headers: tuple(h for h in headers if h[0] != provenance.HEADER)  # noqa: E731
         assert [(r[1], r[3], r[4], strip(r[5])) for r in copied] == [
             (r[1], r[3], r[4], r[5]) for r in source

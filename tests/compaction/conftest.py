@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from replicator.config import Config, load_config
-from replicator.segment_key import SegmentKey
-from replicator.segment_store import SegmentStore
+from replicator.core.config import Config, load_config
+from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.store import SegmentStore
 from tests.conftest import SOURCE, LocalStack
 from tests.ingress.test_instances import segment_batch
 

@@ -10,6 +10,11 @@ import sys
 import pytest
 
 from compaction.job import CompactionJob
+from replicator.core.faults import (
+    COMPACTION_AFTER_OUTPUT,
+    COMPACTION_DURING_DELETES,
+    COMPACTION_DURING_MERGE,
+)
 from tests.compaction.test_compaction import records, segments
 from tests.independent import assert_tiles
 
@@ -43,7 +48,11 @@ def compact_once(setup, crash_point: str | None) -> int:
 
 @pytest.mark.parametrize(
     "crash_point",
-    ["compaction-during-merge:2", "compaction-after-output:1", "compaction-during-deletes:3"],
+    [
+        f"{COMPACTION_DURING_MERGE}:2",
+        f"{COMPACTION_AFTER_OUTPUT}:1",
+        f"{COMPACTION_DURING_DELETES}:3",
+    ],
 )
 def test_a_killed_run_loses_nothing_and_the_next_completes(
     local_stack, compaction_setup, crash_point, spark

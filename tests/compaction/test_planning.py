@@ -3,9 +3,9 @@ from datetime import UTC, datetime
 import pytest
 
 from compaction.planning import plan_partition
-from replicator.config import CompactionTopicConfig
-from replicator.segment_key import SegmentKey
-from replicator.segment_store import StoredSegment
+from replicator.core.config import CompactionTopicConfig
+from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.store import StoredSegment
 
 NOW = 1_800_000_000.0
 OLD = datetime.fromtimestamp(NOW - 7200, UTC)

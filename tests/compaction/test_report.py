@@ -6,7 +6,7 @@ import http.server
 import threading
 
 from compaction.job import RunReport, export
-from replicator.config import parse_config
+from replicator.core.config import parse_config
 
 CONFIG = """
 [regions.us-east-1]

@@ -8,7 +8,7 @@ import time
 
 from compaction.job import CompactionJob
 from ingress.service import IngressService
-from replicator.config import load_config
+from replicator.core.config import load_config
 from tests.conftest import DESTINATION, SOURCE
 from tests.independent import s3_segments
 from tests.ingress.conftest import ingress_setup  # noqa: F401  (fixture)

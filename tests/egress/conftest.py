@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewTopic
 
-from replicator.config import Config, load_config
+from replicator.core.config import Config, load_config
 from tests.conftest import SOURCE, LocalStack
 
 

@@ -112,7 +112,7 @@ def test_descriptor_statistics_and_group_offsets_are_published(
 
 def test_missing_topic_is_a_clear_error(local_stack, egress_config, unique, spark):
     config, _ = egress_config({unique("nope"): {}})
-    from replicator.errors import BrokerError
+    from replicator.core.kafka.errors import BrokerError
 
     with pytest.raises(BrokerError, match=r"topics nope-\S+ do not exist in region us-east-1"):
         run_to_end(config, spark)

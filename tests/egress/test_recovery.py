@@ -8,7 +8,8 @@ import pytest
 from confluent_kafka import Producer
 
 from egress.driver_state import DriverState
-from egress.job import EgressFailed, EgressJob
+from egress.errors import EgressFailedError
+from egress.job import EgressJob
 from egress.kafka_source import Planner
 from egress.metrics import EgressMetrics
 from tests.conftest import SOURCE
@@ -96,7 +97,7 @@ def test_offsets_the_source_no_longer_holds_stop_egress_with_the_range(
     recreate_shorter(local_stack, topic, 10)
 
     with pytest.raises(
-        EgressFailed,
+        EgressFailedError,
         match=rf"data loss: topic {topic} partition 0: the log ends at offset 6 "
         "but egress already exported up to 40",
     ):

@@ -8,9 +8,9 @@ from urllib.parse import unquote_plus
 
 import pytest
 
+from infra.errors import StackError
 from infra.stack import Stack, StackSpec, _process_start_time
-from replicator.config import load_config
-from replicator.errors import StackError
+from replicator.core.config import load_config
 from tests.conftest import DESTINATION, SOURCE, write_stack_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from infra.stack import connect_bucket_to_queue
-from replicator.config import Config, load_config
-from replicator.segment_key import SegmentKey, topic_descriptor_key
-from replicator.segment_store import SegmentStore
+from replicator.core.config import Config, load_config
+from replicator.core.segments.key import SegmentKey, topic_descriptor_key
+from replicator.core.segments.store import SegmentStore
 from tests.conftest import DESTINATION, SOURCE, LocalStack
 
 

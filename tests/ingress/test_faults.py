@@ -88,7 +88,7 @@ def test_skip_continues_after_a_lost_segment(local_stack, ingress_setup):
     setup = ingress_setup(lost_segment_timeout="1s")
     text = setup.path.read_text().replace("[ingress]\n", '[ingress]\non_lost_segment = "skip"\n')
     setup.path.write_text(text)
-    from replicator.config import load_config
+    from replicator.core.config import load_config
 
     setup.config = load_config(setup.path)
     setup.put_descriptor(1)

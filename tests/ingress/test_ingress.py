@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ingress import provenance
 from ingress.service import IngressService
-from replicator.segment_format import TIMESTAMP_CREATE_TIME, TIMESTAMP_NONE
+from replicator.core.kafka import provenance
+from replicator.core.segments.format import TIMESTAMP_CREATE_TIME, TIMESTAMP_NONE
 from tests.conftest import DESTINATION, SOURCE
 from tests.independent import read_partition
 from tests.records import every_shape, to_batch
@@ -16,7 +16,11 @@ def destination_records(local_stack, setup, partition):
     stripped, sources = [], []
     for _offset, ts, ts_type, key, value, headers in records:
         kept = tuple(h for h in headers if h[0] != provenance.HEADER)
-        sources.append(provenance.source_offset(list(headers), SOURCE, setup.topic, partition))
+        sources.append(
+            provenance.source_offset(
+                list(headers), provenance.SourcePartition(SOURCE, setup.topic, partition)
+            )
+        )
         stripped.append((ts, ts_type, key, value, kept))
     return stripped, sources
 
@@ -75,7 +79,7 @@ def test_destination_with_fewer_partitions_is_an_error_before_anything_is_produc
 ):
     from confluent_kafka.admin import NewTopic
 
-    from ingress.service import DestinationMismatch
+    from ingress.service import DestinationMismatchError
 
     setup = ingress_setup()
     setup.put_descriptor(3)
@@ -86,7 +90,7 @@ def test_destination_with_fewer_partitions_is_an_error_before_anything_is_produc
     import pytest
 
     with pytest.raises(
-        DestinationMismatch,
+        DestinationMismatchError,
         match=rf"{setup.destination} has 2 partitions but "
         rf"source us-east-1/{setup.topic} has 3",
     ):
@@ -101,8 +105,8 @@ def test_a_record_too_large_for_the_destination_halts_its_partition_naming_the_o
 
     import pyarrow as pa
 
-    from replicator.config import load_config
-    from replicator.segment_format import SCHEMA
+    from replicator.core.config import load_config
+    from replicator.core.segments.format import SCHEMA
 
     setup = ingress_setup()
     # The destination accepts at most ~20 KB per request.

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ingress import provenance
-from replicator.segment_format import SCHEMA
+from replicator.core.faults import WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT
+from replicator.core.kafka import provenance
+from replicator.core.segments.format import SCHEMA
 from tests.conftest import DESTINATION, SOURCE
 from tests.independent import read_partition
 
@@ -69,7 +70,12 @@ def owned(log: Path) -> int:
 
 def provenance_offsets(local_stack, setup, partition) -> list[int | None]:
     records = read_partition(local_stack.bootstrap(DESTINATION), setup.destination, partition)
-    return [provenance.source_offset(list(r[5]), SOURCE, setup.topic, partition) for r in records]
+    return [
+        provenance.source_offset(
+            list(r[5]), provenance.SourcePartition(SOURCE, setup.topic, partition)
+        )
+        for r in records
+    ]
 
 
 def produced(local_stack, setup) -> int:
@@ -140,7 +146,7 @@ def test_kill_just_after_produce_before_checkpoint_then_another_kill(
     fill(setup)
     logs = [tmp_path / "a.log", tmp_path / "b.log", tmp_path / "c.log"]
     # a kills itself (SIGKILL) after its 3rd flush of records, before writing the checkpoint.
-    a = start_instance(setup, logs[0], crash_point="ingress-after-produce-before-checkpoint:3")
+    a = start_instance(setup, logs[0], crash_point=f"{WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT}:3")
     b = start_instance(setup, logs[1])
     c = None
     try:

@@ -2,15 +2,17 @@ import json
 
 import pytest
 
-from ingress import provenance
-from ingress.checkpoints import Checkpoint, checkpoint_partition
-from ingress.replay_plan import CaughtUp, Gap, ReadNext, next_step, retry_intervals
+from ingress.replay_plan import retry_intervals
 from ingress.segment_events import (
     SegmentEvent,
     events_partition,
     parse_notification,
 )
-from replicator.segment_key import SegmentKey
+from replicator.core.kafka import provenance
+from replicator.core.kafka.checkpoints import Checkpoint, checkpoint_partition
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.selection import CaughtUp, Gap, ReadNext, next_step
 
 SOURCES = {("us-east-1", "orders.v1")}
 
@@ -114,16 +116,19 @@ def test_checkpoint_round_trip_and_key():
 
 
 def test_provenance_header_names_the_source_record():
-    headers = [("app", b"x"), (provenance.HEADER, provenance.encode("us-east-1", "o", 2, 41))]
-    assert provenance.source_offset(headers, "us-east-1", "o", 2) == 41
-    assert provenance.source_offset(headers, "us-east-1", "o", 3) is None
-    assert provenance.source_offset(None, "us-east-1", "o", 2) is None
+    headers = [
+        ("app", b"x"),
+        (provenance.HEADER, provenance.encode(SourcePartition("us-east-1", "o", 2), 41)),
+    ]
+    assert provenance.source_offset(headers, SourcePartition("us-east-1", "o", 2)) == 41
+    assert provenance.source_offset(headers, SourcePartition("us-east-1", "o", 3)) is None
+    assert provenance.source_offset(None, SourcePartition("us-east-1", "o", 2)) is None
 
 
 def test_provenance_is_appended_to_headers_of_a_sliced_segment_table():
     import pyarrow as pa
 
-    from replicator.segment_format import SCHEMA
+    from replicator.core.segments.format import SCHEMA
 
     headers = [
         [],
@@ -142,10 +147,9 @@ def test_provenance_is_appended_to_headers_of_a_sliced_segment_table():
         },
         schema=SCHEMA,
     ).slice(1, 3)
-    got = provenance.with_provenance(
-        table.column("headers"), table.column("offset"), "us-east-1", "orders", 2
-    )
-    source = lambda o: (provenance.HEADER, provenance.encode("us-east-1", "orders", 2, o))  # noqa: E731
+    orders = SourcePartition("us-east-1", "orders", 2)
+    got = provenance.with_provenance(table.column("headers"), table.column("offset"), orders)
+    source = lambda o: (provenance.HEADER, provenance.encode(orders, o))  # noqa: E731
     assert got == [
         [("a", b"1"), ("a", None), source(8)],
         [("b", b""), source(9)],

@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from replicator.config import load_config, parse_config
-from replicator.errors import ConfigError
-from replicator.kafka_clients import client_config, redacted
+from replicator.core.config import load_config, parse_config
+from replicator.core.errors import ConfigError
+from replicator.core.kafka.clients import client_config, redacted
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -1,7 +1,7 @@
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from replicator.kafka_clients import client_config, ensure_topic
+from replicator.core.kafka.clients import client_config, ensure_topic
 from tests.conftest import DESTINATION, SOURCE
 from tests.records import every_shape
 

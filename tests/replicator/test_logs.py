@@ -1,7 +1,7 @@
 import json
 import logging
 
-from replicator.logs import ContextLog, JsonFormatter, partition_fields
+from replicator.core.logs import ContextLog, JsonFormatter, partition_fields
 
 
 def test_json_log_lines_carry_topic_partition_and_offsets_as_fields():

@@ -1,7 +1,7 @@
 import subprocess
 import sys
 
-CHECK = "from replicator.malloc import limit_malloc_arenas; print(limit_malloc_arenas())"
+CHECK = "from replicator.core.malloc import limit_malloc_arenas; print(limit_malloc_arenas())"
 
 
 def run(env):

@@ -4,8 +4,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from replicator.errors import CorruptSegmentError, SegmentMismatchError
-from replicator.segment_format import (
+from replicator.core.segments.errors import CorruptSegmentError, SegmentMismatchError
+from replicator.core.segments.format import (
     FOOTER_KEY,
     SCHEMA,
     SegmentFooter,
@@ -13,7 +13,7 @@ from replicator.segment_format import (
     SegmentWriter,
     content_checksum,
 )
-from replicator.segment_key import SegmentKey
+from replicator.core.segments.key import SegmentKey
 from tests.records import every_shape, plain, to_batch
 
 KEY = SegmentKey("us-east-1", "sensor.events", 2, 0, 100, 199)

@@ -1,7 +1,7 @@
 import pytest
 
-from replicator.errors import SegmentKeyError
-from replicator.segment_key import (
+from replicator.core.segments.errors import SegmentKeyError
+from replicator.core.segments.key import (
     MAX_OFFSET,
     SegmentKey,
     parse_key,

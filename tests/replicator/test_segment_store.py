@@ -4,10 +4,10 @@ import os
 import pyarrow as pa
 import pytest
 
-from replicator.errors import CorruptSegmentError, StorageError
-from replicator.s3 import ObjectNotFoundError
-from replicator.segment_format import SCHEMA
-from replicator.segment_key import SegmentKey
+from replicator.core.aws.errors import ObjectNotFoundError, StorageError
+from replicator.core.segments.errors import CorruptSegmentError
+from replicator.core.segments.format import SCHEMA
+from replicator.core.segments.key import SegmentKey
 from tests.conftest import SOURCE
 from tests.records import every_shape, plain, to_batch
 
@@ -111,7 +111,7 @@ def test_listing_skips_foreign_keys_and_warns_once(local_stack, bucket, caplog):
     store = local_stack.store(SOURCE, bucket)
     store.write_segment(SegmentKey(SOURCE, "t", 0, 0, 0, 9), plain(10))
     local_stack.s3().put_object(Bucket=bucket, Key="data/us-east-1/t/0/0/upload.tmp", Body=b"x")
-    with caplog.at_level(logging.WARNING, logger="replicator.segment_store"):
+    with caplog.at_level(logging.WARNING, logger="replicator.core.segments.store"):
         assert len(store.list_segments(SOURCE, "t", 0)) == 1
         assert len(store.list_segments(SOURCE, "t", 0)) == 1
     warnings = [r for r in caplog.records if "upload.tmp" in r.getMessage()]

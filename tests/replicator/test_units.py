@@ -1,6 +1,6 @@
 import pytest
 
-from replicator.units import format_size, parse_duration, parse_size
+from replicator.core.units import format_size, parse_duration, parse_size
 
 
 @pytest.mark.parametrize(

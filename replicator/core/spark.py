@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from replicator.config import Config
+from replicator.core.config import Config
 
 
 def spark_session(master: str | None, app_name: str, extra: dict[str, str]) -> Any:

@@ -12,10 +12,28 @@ from __future__ import annotations
 import os
 import signal
 
+WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT = "writer-after-produce-before-checkpoint"
+"""Records of a transaction are flushed; its checkpoint and commit are not done."""
+COMPACTION_DURING_MERGE = "compaction-during-merge"
+"""A merged segment is being written (reached after each input segment)."""
+COMPACTION_AFTER_OUTPUT = "compaction-after-output"
+"""A merged segment is complete in S3; its inputs are all still there."""
+COMPACTION_DURING_DELETES = "compaction-during-deletes"
+"""Some of a merge's inputs are deleted, others not (reached before each delete)."""
+CRASH_POINTS = frozenset(
+    {
+        WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT,
+        COMPACTION_DURING_MERGE,
+        COMPACTION_AFTER_OUTPUT,
+        COMPACTION_DURING_DELETES,
+    }
+)
+
 _arrivals: dict[str, int] = {}
 
 
 def crash_point(name: str) -> None:
+    """Die here if ``REPLICATOR_CRASH_POINT`` names this point (one of :data:`CRASH_POINTS`)."""
     spec = os.environ.get("REPLICATOR_CRASH_POINT")
     if not spec:
         return

@@ -13,7 +13,7 @@ that a streaming reader verifies each row group *before* handing its records on:
 consumer never acts on records that later turn out to be corrupt. The file checksum is the
 hash of the row-group checksums.
 
-Writing and reading work on any file-like object; :mod:`replicator.segment_store` supplies
+Writing and reading work on any file-like object; :mod:`replicator.core.segments.store` supplies
 S3 multipart sinks and ranged-read sources. Memory is bounded by one row group.
 """
 
@@ -34,8 +34,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replicator import __version__
-from replicator.errors import CorruptSegmentError, SegmentMismatchError
-from replicator.segment_key import SegmentKey
+from replicator.core.segments.errors import CorruptSegmentError, SegmentMismatchError
+from replicator.core.segments.key import SegmentKey
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from replicator.errors import SegmentKeyError
+from replicator.core.segments.errors import SegmentKeyError
 
 MAX_OFFSET = 2**63 - 1
 """Kafka offsets are signed 64-bit."""

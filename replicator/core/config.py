@@ -17,7 +17,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, overload
 
 from croniter import croniter
 from pydantic import (
@@ -27,14 +27,15 @@ from pydantic import (
     ConfigDict,
     Field,
     PositiveInt,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     model_validator,
 )
 
-from replicator.errors import ConfigError
-from replicator.segment_key import check_region_name, check_topic_name
-from replicator.units import parse_duration, parse_size
+from replicator.core.errors import ConfigError
+from replicator.core.segments.key import check_region_name, check_topic_name
+from replicator.core.units import parse_duration, parse_size
 
 MIN_PART_SIZE = 5 * 1024**2
 """S3 rejects multipart parts below 5 MiB (except the last)."""
@@ -298,9 +299,34 @@ class Config(_Model):
     ingress: IngressConfig | None = None
     compaction: CompactionConfig | None = None
 
+    _source: str = PrivateAttr(default="config")
+
+    @property
+    def source(self) -> str:
+        """Where the config came from (its file), for errors."""
+        return self._source
+
     def region(self, name: str) -> RegionConfig:
         """The named region; references are checked at load, so this cannot miss."""
         return self.regions[name]
+
+
+@overload
+def required(config: Config, section: Literal["egress"]) -> EgressConfig: ...
+@overload
+def required(config: Config, section: Literal["ingress"]) -> IngressConfig: ...
+@overload
+def required(config: Config, section: Literal["compaction"]) -> CompactionConfig: ...
+def required(
+    config: Config, section: Literal["egress", "ingress", "compaction"]
+) -> EgressConfig | IngressConfig | CompactionConfig:
+    """The config's ``[section]``, or a :class:`ConfigError` naming the file and the key.
+
+    The one way to get a section a command cannot run without."""
+    value: EgressConfig | IngressConfig | CompactionConfig | None = getattr(config, section)
+    if value is None:
+        raise ConfigError(config.source, [(section, f"missing [{section}] section")])
+    return value
 
 
 # ---------------------------------------------------------------------------------------
@@ -339,6 +365,7 @@ def parse_config(text: str, source: str, env: Mapping[str, str]) -> Config:
     problems = _check_references(config)
     if problems:
         raise ConfigError(source, problems)
+    config._source = source
     return config
 
 

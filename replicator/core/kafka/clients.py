@@ -14,8 +14,8 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from replicator.config import KafkaConfig
-from replicator.errors import BrokerError
+from replicator.core.config import KafkaConfig
+from replicator.core.kafka.errors import BrokerError
 
 _SECRET_WORDS = ("password", "secret", "token", "key.pem", "credentials")
 

@@ -17,16 +17,12 @@ import boto3
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
-from replicator.config import Config
-from replicator.errors import StorageError
+from replicator.core.aws.errors import ObjectNotFoundError, StorageError
+from replicator.core.config import Config
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sqs import SQSClient
-
-
-class ObjectNotFoundError(StorageError):
-    """The key (or bucket) does not exist: e.g. a segment deleted by compaction."""
 
 
 _BOTO_CONFIG = BotoConfig(

@@ -25,16 +25,17 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from replicator.config import Config
-from replicator.errors import SegmentKeyError, StorageError
-from replicator.s3 import s3_client, s3_errors
-from replicator.segment_format import (
+from replicator.core.aws.clients import s3_client, s3_errors
+from replicator.core.aws.errors import StorageError
+from replicator.core.config import Config
+from replicator.core.segments.errors import SegmentKeyError
+from replicator.core.segments.format import (
     DEFAULT_ROW_GROUP_BYTES,
     SegmentFooter,
     SegmentReader,
     SegmentWriter,
 )
-from replicator.segment_key import (
+from replicator.core.segments.key import (
     SegmentKey,
     parse_key,
     partition_prefix,

@@ -1,0 +1,13 @@
+"""Errors of the ingress service."""
+
+from __future__ import annotations
+
+from replicator.core.errors import ReplicatorError
+
+
+class PartitionHaltedError(ReplicatorError):
+    """This partition stops (others go on): a corrupt segment or a lost one."""
+
+
+class DestinationMismatchError(ReplicatorError):
+    """The destination topic exists with fewer partitions than the source needs."""

@@ -1,0 +1,172 @@
+"""Checkpoints on a log-compacted topic, and where a writer resumes.
+
+Checkpoint key: ``{destination topic}/{destination partition}/{origin}/{source topic}``
+(a destination partition is written from one source partition, so the key names it);
+value: JSON with the next source offset to write, the destination offset of the last
+record produced and the time. A checkpoint is produced in the same transaction as the
+records it covers, so an operator can read progress with any Kafka client. Each key goes
+to a fixed partition of the checkpoint topic (a stable hash), so a writer finds its latest
+checkpoint by reading one partition from the end.
+
+The resume point is the furthest of the latest checkpoint and the last provenance header
+in the destination partition's tail (read_committed). What is in the destination is the
+truth: a segment may end in offsets without records (so the checkpoint can be ahead of
+the tail), and brokers that show aborted records to read_committed readers (the local test
+broker does) see them counted as delivered and never get them twice.
+
+Encoding is pure; :class:`CheckpointStore` does the reading and the writing.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from confluent_kafka import Producer, TopicPartition
+
+from replicator.core.kafka import provenance
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.tail import scan_back, tail_reader
+
+TAIL_READER_GROUP = "replicator-tail-reader"
+"""Never joined: tail scans assign partitions by hand."""
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """Where one exactly-once writer writes: a destination partition, from one source."""
+
+    source: SourcePartition
+    destination_topic: str
+    destination_partition: int
+
+    def transactional_id(self, group: str) -> str:
+        return f"{group}.{self.destination_topic}.{self.destination_partition}"
+
+    @property
+    def checkpoint_key(self) -> str:
+        return checkpoint_key(
+            self.destination_topic,
+            self.destination_partition,
+            self.source.origin,
+            self.source.topic,
+        )
+
+    def __str__(self) -> str:
+        return f"{self.destination_topic} partition {self.destination_partition}"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    destination_topic: str
+    partition: int
+    """The destination partition (and the source partition: they are the same number
+    wherever checkpoints were written before relay and restore)."""
+    source_region: str
+    """The origin of the source offsets (see :class:`SourcePartition`); JSON name kept."""
+    source_topic: str
+    next_source_offset: int
+    destination_offset: int
+    """Offset of the last record produced for it in the destination partition (-1: none)."""
+    time: float
+    halted: str = ""
+    """Why the partition halted (corrupt or lost segment, record too large); empty if not."""
+
+    @property
+    def key(self) -> str:
+        return checkpoint_key(
+            self.destination_topic, self.partition, self.source_region, self.source_topic
+        )
+
+    def to_json(self) -> bytes:
+        return json.dumps(asdict(self), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> Checkpoint:
+        return cls(**json.loads(raw))
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    next_source_offset: int | None
+    """None: nothing of this source was ever written here."""
+    destination_offset: int
+    checkpoint: Checkpoint | None = None
+
+
+def checkpoint_key(destination_topic: str, partition: int, origin: str, topic: str) -> str:
+    return f"{destination_topic}/{partition}/{origin}/{topic}"
+
+
+def checkpoint_partition(checkpoint_key: str, partitions: int) -> int:
+    return zlib.crc32(checkpoint_key.encode()) % partitions
+
+
+def furthest(checkpoint: Checkpoint | None, tail: tuple[int, int] | None) -> ResumePoint:
+    """The resume point from the latest checkpoint and the last provenance found in the
+    destination tail, ``(destination offset, source offset)``. Pure."""
+    candidates = []
+    if checkpoint is not None:
+        candidates.append((checkpoint.next_source_offset, checkpoint.destination_offset))
+    if tail is not None:
+        destination_offset, source_offset = tail
+        candidates.append((source_offset + 1, destination_offset))
+    if not candidates:
+        return ResumePoint(None, -1, checkpoint)
+    next_offset, destination_offset = max(candidates)
+    return ResumePoint(next_offset, destination_offset, checkpoint)
+
+
+class CheckpointStore:
+    """The checkpoint topic of one cluster: reads, writes and resume points."""
+
+    def __init__(self, kafka: dict[str, Any], topic: str, partitions: int) -> None:
+        self.kafka = kafka
+        self.topic = topic
+        self.partitions = partitions
+
+    def topic_partition(self, target: WriteTarget) -> TopicPartition:
+        return TopicPartition(
+            self.topic, checkpoint_partition(target.checkpoint_key, self.partitions)
+        )
+
+    def produce(self, producer: Producer, checkpoint: Checkpoint) -> None:
+        """Produce ``checkpoint`` with ``producer`` (inside the caller's transaction)."""
+        producer.produce(
+            self.topic,
+            key=checkpoint.key.encode(),
+            value=checkpoint.to_json(),
+            partition=checkpoint_partition(checkpoint.key, self.partitions),
+        )
+
+    def resume_point(self, target: WriteTarget) -> ResumePoint:
+        """Where ``target``'s writer resumes. Call only after fencing earlier writers: an
+        open transaction of theirs would otherwise still change the answer."""
+        consumer = tail_reader(self.kafka, TAIL_READER_GROUP)
+        try:
+            key = target.checkpoint_key.encode()
+            ctp = self.topic_partition(target)
+            low, high = consumer.get_watermark_offsets(ctp, timeout=30)
+            found = scan_back(
+                consumer,
+                ctp,
+                low,
+                high,
+                lambda m: Checkpoint.from_json(m.value()) if m.key() == key and m.value() else None,
+            )
+            checkpoint = found[1] if found else None
+            dtp = TopicPartition(target.destination_topic, target.destination_partition)
+            low, high = consumer.get_watermark_offsets(dtp, timeout=30)
+            floor = max(low, checkpoint.destination_offset) if checkpoint else low
+            tail = scan_back(
+                consumer,
+                dtp,
+                floor,
+                high,
+                lambda m: provenance.source_offset(m.headers(), target.source),
+            )
+        finally:
+            consumer.close()
+        return furthest(checkpoint, tail)

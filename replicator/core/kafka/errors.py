@@ -1,0 +1,35 @@
+"""Errors of Kafka operations. Each keeps the Kafka error code it came from, so callers
+decide on the code (retry, re-open, halt) rather than on message text."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from replicator.core.errors import ReplicatorError
+
+
+class BrokerError(ReplicatorError):
+    """A Kafka operation failed; the message names the cluster or topic and the attempt.
+
+    ``code`` is the librdkafka / Kafka error code (``confluent_kafka.KafkaError``), or
+    None when the failure did not come from the client (a timeout of our own);
+    ``retriable`` says whether the client considers the same call worth repeating.
+    """
+
+    def __init__(self, message: str, *, code: int | None = None, retriable: bool = False) -> None:
+        self.code = code
+        self.retriable = retriable
+        super().__init__(message)
+
+    @classmethod
+    def from_kafka(cls, context: str, error: Any) -> BrokerError:
+        """``context: <client's text>`` keeping a ``KafkaError``'s code and retriability."""
+        return cls(f"{context}: {error.str()}", code=error.code(), retriable=error.retriable())
+
+
+class RecordTooLargeError(BrokerError):
+    """The destination refused a record for its size; names where it came from."""
+
+
+class OwnershipLostError(BrokerError):
+    """Another writer fenced this producer: it owns the destination partition now."""

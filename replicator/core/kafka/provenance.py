@@ -1,0 +1,86 @@
+"""The provenance header written on every replicated record. Pure functions.
+
+``replicator.source`` = ``origin/topic/partition/offset`` of the source record. After any
+crash the owner of a destination partition reads its tail and resumes after the last
+source offset found there, so what is in the destination is the truth, whatever the
+checkpoint says.
+
+The *origin* names where the source offsets are counted: the config name of a cluster.
+For segments replayed from S3 it is the region that exported them (its cluster wrote the
+offsets); for a direct relay it is the name of the upstream cluster, or one name shared
+by identical upstreams whose offsets agree. The bytes are the same either way, so
+destinations written before origins could name a relay upstream read as they always did.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+HEADER = "replicator.source"
+
+
+@dataclass(frozen=True)
+class SourcePartition:
+    """One source partition as provenance names it."""
+
+    origin: str
+    """Config name of the cluster whose offsets these are (a region, or a relay upstream)."""
+    topic: str
+    partition: int
+
+    @property
+    def header_prefix(self) -> str:
+        """The header value without its offset: ``origin/topic/partition/``."""
+        return f"{self.origin}/{self.topic}/{self.partition}/"
+
+    def __str__(self) -> str:
+        return f"{self.origin}/{self.topic} partition {self.partition}"
+
+
+def encode(source: SourcePartition, offset: int) -> bytes:
+    return f"{source.header_prefix}{offset}".encode()
+
+
+def source_offset(
+    headers: list[tuple[str, bytes | None]] | None, source: SourcePartition
+) -> int | None:
+    """The source offset in ``headers`` if they name ``source``, else None."""
+    if not headers:
+        return None
+    prefix = source.header_prefix.encode()
+    for name, value in reversed(headers):
+        if name == HEADER and value is not None and value.startswith(prefix):
+            tail = value[len(prefix) :]
+            if tail.isdigit():
+                return int(tail)
+    return None
+
+
+def with_provenance(
+    headers: Any, offsets: Any, source: SourcePartition
+) -> list[list[tuple[str, str | bytes | None]]]:
+    """Each record's headers (a segment-schema ``headers`` column) in order, duplicates
+    kept, with the provenance header appended: the lists ``Producer.produce`` takes.
+
+    Built from the flattened column rather than one dict per header, which halved the
+    cost of replaying header-carrying records (measured with ``bench.profile_ingress``).
+    """
+    if isinstance(headers, pa.ChunkedArray):
+        headers = headers.combine_chunks()
+    if isinstance(offsets, pa.ChunkedArray):
+        offsets = offsets.combine_chunks()
+    stamped = pc.binary_join_element_wise(source.header_prefix, pc.cast(offsets, pa.string()), "")
+    sources = pc.cast(stamped, pa.binary()).to_pylist()
+    bounds = pc.subtract(headers.offsets, headers.offsets[0]).to_pylist()
+    flat = headers.flatten()
+    pairs: list[tuple[str, str | bytes | None]] = list(
+        zip(flat.field("key").to_pylist(), flat.field("value").to_pylist(), strict=True)
+    )
+    return [
+        [*pairs[start:end], (HEADER, source)]
+        for start, end, source in zip(bounds, bounds[1:], sources, strict=False)
+    ]

@@ -1,0 +1,248 @@
+"""The exactly-once writer of one destination partition, shared by every producer of
+replicated records (ingress, relay, restore).
+
+Exactly once across crashes rests on two things together:
+
+1. **Fencing and atomic checkpoints.** Each destination partition has its own
+   ``transactional.id``. Opening the writer (``init_transactions``) fences any earlier
+   owner still alive and aborts its open transaction; records and their checkpoint are
+   produced in one transaction, so on Kafka they become visible together or not at all.
+2. **Provenance.** Every record carries ``replicator.source`` (see
+   :mod:`replicator.core.kafka.provenance`). After fencing, :meth:`PartitionWriter.open`
+   returns the resume point (:meth:`CheckpointStore.resume_point`): the caller continues
+   exactly after the last source offset the destination holds.
+
+Order per transaction: produce the records, flush (their destination offsets are then
+known), produce the checkpoint, commit. A caller writes records in source-offset order and
+commits with the next source offset it will write.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from replicator.core.faults import WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT, crash_point
+from replicator.core.kafka import provenance
+from replicator.core.kafka.checkpoints import Checkpoint, CheckpointStore, ResumePoint, WriteTarget
+from replicator.core.kafka.errors import BrokerError, OwnershipLostError, RecordTooLargeError
+
+log = logging.getLogger(__name__)
+
+PRODUCE_SLICE_ROWS = 10_000
+PRODUCER_BUFFER_KIB = 8 * 1024
+PRODUCER_BUFFER_RECORDS = 20_000
+"""Unsent records buffered per destination partition; produce() waits when it is full."""
+TIMESTAMP_NONE = 0
+FENCING_CODES = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+Result = TypeVar("Result")
+
+
+class RecordWriter(Protocol):
+    """What a replication loop needs of its writer; :class:`PartitionWriter` is the real
+    one, :class:`replicator.core.kafka.testing.MemoryWriter` one for tests without
+    services."""
+
+    def open(self) -> ResumePoint:
+        """Fence earlier writers of the target; where to resume."""
+        ...
+
+    def write(self, table: pa.Table) -> None:
+        """Records of the segment schema, in source-offset order (``offset`` column)."""
+        ...
+
+    def commit(self, next_source_offset: int) -> int:
+        """Make everything written visible with its checkpoint; the last destination
+        offset."""
+        ...
+
+    def abort(self) -> None: ...
+
+    def record_halt(self, next_source_offset: int, reason: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class PartitionWriter:
+    """The transactional producer of one destination partition (see the module docstring
+    for the order of work and why it is exactly once)."""
+
+    def __init__(
+        self, kafka: dict[str, Any], group: str, target: WriteTarget, checkpoints: CheckpointStore
+    ) -> None:
+        self.target = target
+        self._checkpoints = checkpoints
+        self._failure: BaseException | None = None
+        self._last_destination_offset = -1
+        self._in_transaction = False
+        self._producer = Producer(
+            {
+                **kafka,
+                "transactional.id": target.transactional_id(group),
+                "linger.ms": 5,
+                "batch.size": 1_000_000,
+                # librdkafka buffers up to 1 GiB per producer by default, plus a few hundred
+                # bytes of bookkeeping per queued record that the byte limit does not
+                # count; a process may own one writer per destination partition.
+                "queue.buffering.max.messages": PRODUCER_BUFFER_RECORDS,
+                "queue.buffering.max.kbytes": PRODUCER_BUFFER_KIB,
+                "compression.type": "none",
+                "transaction.timeout.ms": 60_000,
+            }
+        )
+
+    def open(self) -> ResumePoint:
+        """Fence the previous owner (aborting its open transaction), then find where to
+        resume."""
+        self._call(lambda: self._producer.init_transactions(60))
+        return self._checkpoints.resume_point(self.target)
+
+    # -- records --------------------------------------------------------------------------
+
+    def write(self, table: pa.Table) -> None:
+        """Produce every record of ``table`` (segment schema) in order, in the open
+        transaction (begun here if none is).
+
+        Rows become Python objects a slice at a time: a whole row group (8 MiB or more of
+        Arrow data) as Python lists costs several times its size, in every writer."""
+        self._begin()
+        for start in range(0, len(table), PRODUCE_SLICE_ROWS):
+            self._produce_slice(table.slice(start, PRODUCE_SLICE_ROWS))
+
+    def _begin(self) -> None:
+        if not self._in_transaction:
+            self._call(self._producer.begin_transaction)
+            self._in_transaction = True
+
+    def _produce_slice(self, table: pa.Table) -> None:
+        t = self.target
+        produce = self._producer.produce
+        topic, partition = t.destination_topic, t.destination_partition
+        offsets = table.column("offset")
+        # Timestamp 0 lets the client stamp records that had none (TIMESTAMP_NONE).
+        stamps = pc.if_else(
+            pc.equal(table.column("timestamp_type"), TIMESTAMP_NONE),
+            0,
+            table.column("timestamp").cast(pa.int64()),
+        ).to_pylist()
+        rows = zip(
+            offsets.to_pylist(),
+            table.column("key").to_pylist(),
+            table.column("value").to_pylist(),
+            stamps,
+            provenance.with_provenance(table.column("headers"), offsets, t.source),
+            strict=True,
+        )
+        # One delivery callback per slice, on its last record: it gives the destination
+        # offset for the checkpoint. A failed delivery of any record fails the commit.
+        last = len(table) - 1
+        for i, (offset, record_key, value, stamp, headers) in enumerate(rows):
+            callback = self._delivered if i == last else None
+            while True:
+                try:
+                    produce(
+                        topic,
+                        value,
+                        record_key,
+                        partition,
+                        on_delivery=callback,
+                        timestamp=stamp,
+                        headers=headers,
+                    )
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)
+                except KafkaException as exc:
+                    if exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                        raise self._too_large(offset, exc.args[0]) from None
+                    raise
+        if self._failure is not None:
+            raise self._failure
+        self._producer.poll(0)
+
+    def _delivered(self, error: Any, message: Any) -> None:
+        if error is not None:
+            if self._failure is None:
+                self._failure = self._delivery_error(error, message)
+            return
+        self._last_destination_offset = max(self._last_destination_offset, message.offset())
+
+    def _delivery_error(self, error: Any, message: Any) -> BaseException:
+        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            offset = provenance.source_offset(message.headers(), self.target.source)
+            return self._too_large(offset, error)
+        return BrokerError.from_kafka(f"producing to {self.target}", error)
+
+    def _too_large(self, source_offset: int | None, error: Any) -> RecordTooLargeError:
+        return RecordTooLargeError(
+            f"record at source offset {source_offset} of {self.target.source} is larger "
+            f"than {self.target.destination_topic} accepts ({error.str()})",
+            code=error.code(),
+        )
+
+    # -- transactions ---------------------------------------------------------------------
+
+    def commit(self, next_source_offset: int) -> int:
+        """Flush, write the checkpoint, commit. Returns the last destination offset."""
+        self._begin()
+        self._call(lambda: self._producer.flush(60))
+        if self._failure is not None:
+            raise self._failure
+        crash_point(WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT)
+        self._checkpoint(next_source_offset)
+        self._call(lambda: self._producer.commit_transaction(60))
+        self._in_transaction = False
+        return self._last_destination_offset
+
+    def record_halt(self, next_source_offset: int, reason: str) -> None:
+        """Leave the reason a partition halted in its checkpoint, for operators and
+        ``replicator status`` (nothing else is produced)."""
+        self._begin()
+        self._checkpoint(next_source_offset, reason)
+        self._call(lambda: self._producer.commit_transaction(60))
+        self._in_transaction = False
+
+    def _checkpoint(self, next_source_offset: int, halted: str = "") -> None:
+        t = self.target
+        checkpoint = Checkpoint(
+            t.destination_topic,
+            t.destination_partition,
+            t.source.origin,
+            t.source.topic,
+            next_source_offset,
+            self._last_destination_offset,
+            time.time(),
+            halted,
+        )
+        self._checkpoints.produce(self._producer, checkpoint)
+
+    def abort(self) -> None:
+        if self._in_transaction:
+            try:
+                self._producer.abort_transaction(30)
+            except KafkaException as exc:
+                log.warning("abort of %s failed: %s", self.target, exc.args[0].str())
+            self._in_transaction = False
+
+    def close(self) -> None:
+        self.abort()
+        self._producer.flush(5)
+
+    def _call(self, action: Callable[[], Result]) -> Result:
+        try:
+            return action()
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() in FENCING_CODES:
+                raise OwnershipLostError(
+                    f"{self.target} is now written by another instance", code=error.code()
+                ) from None
+            raise BrokerError.from_kafka(f"transaction on {self.target}", error) from None
