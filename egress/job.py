@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import logging
 import re
-import signal
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from pyspark.errors import StreamingQueryException
@@ -28,6 +26,8 @@ from egress.segment_sink import SegmentSink
 from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_to_option
 from egress.topic_descriptor import DescriptorPublisher
 from replicator.core.config import Config, required
+from replicator.core.errors import error_names
+from replicator.core.signals import stop_on_signals
 from replicator.core.spark import spark_session
 
 log = logging.getLogger(__name__)
@@ -35,22 +35,12 @@ log = logging.getLogger(__name__)
 GRACEFUL_STOP_TIMEOUT = 120.0
 
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
-_OUR_ERRORS = {
-    "ReplicatorError",
-    "ConfigError",
-    "StorageError",
-    "ObjectNotFoundError",
-    "BrokerError",
-    "DataLossError",
-    "SegmentError",
-    "CorruptSegmentError",
-    "SegmentMismatchError",
-}
 
 
 def root_cause(text: str) -> str:
     """The replicator's own error message inside a Spark failure, else its first line."""
-    ours = [m.group(2) for m in _ERROR_LINE.finditer(text) if m.group(1) in _OUR_ERRORS]
+    our_errors = error_names()  # every area's errors: egress imports them all
+    ours = [m.group(2) for m in _ERROR_LINE.finditer(text) if m.group(1) in our_errors]
     if ours:
         return ours[-1].strip()
     matches = _ERROR_LINE.findall(text)
@@ -107,12 +97,6 @@ class EgressJob:
         self._seen_batches: set[int] = set()
         self._batch_seconds = 0.0
 
-    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        log.info(
-            "received %s: finishing the current batch, then stopping", signal.Signals(signum).name
-        )
-        self._stop.set()
-
     def request_stop(self) -> None:
         """Finish the running batch, then stop (thread-safe)."""
         self._stop.set()
@@ -151,50 +135,55 @@ class EgressJob:
             writer = writer.trigger(
                 processingTime=f"{int(self.egress.trigger_interval * 1000)} milliseconds"
             )
-        previous = {}
-        if self._handle_signals:
-            previous = {
-                signal.SIGTERM: signal.signal(signal.SIGTERM, self._on_signal),
-                signal.SIGINT: signal.signal(signal.SIGINT, self._on_signal),
-            }
-        query = writer.start()
-        log.info(
-            "egress from region %s started (%s)",
-            self.egress.region,
-            "until the current end" if self.stop_at_end else "streaming",
-        )
-        records = 0
-        next_housekeeping = 0.0
-        try:
-            failure: BaseException | None = None
-            while query.isActive:
-                if self._stop.is_set():
-                    self._stop_gracefully(query)
-                    break
-                try:
-                    query.awaitTermination(0.5)
-                except StreamingQueryException as exc:
-                    failure = exc
-                    break
-                records += self._observe(query, metrics)
-                if time.monotonic() >= next_housekeeping:
-                    next_housekeeping = time.monotonic() + self.egress.descriptor_interval
-                    descriptors.publish()
-            failure = failure or query.exception()
-            records += self._observe(query, metrics)
-            metrics.refresh()
-            if failure is not None:
-                cause = root_cause(str(getattr(failure, "desc", None) or failure))
-                log.error("egress from region %s failed: %s", self.egress.region, cause)
-                raise EgressFailedError(f"egress stopped: {cause}")
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-            metrics.close()
-            if self._spark is None:
-                spark.stop()
+        with stop_on_signals(
+            self._stop,
+            then="finishing the current batch, then stopping",
+            install=self._handle_signals,
+        ):
+            query = writer.start()
+            log.info(
+                "egress from region %s started (%s)",
+                self.egress.region,
+                "until the current end" if self.stop_at_end else "streaming",
+            )
+            try:
+                records = self._supervise(query, metrics, descriptors)
+            finally:
+                metrics.close()
+                if self._spark is None:
+                    spark.stop()
         log.info("egress stopped after %d batches, %d records", len(self._seen_batches), records)
         return EgressRun(len(self._seen_batches), records, self._batch_seconds)
+
+    def _supervise(
+        self, query: Any, metrics: EgressMetrics, descriptors: DescriptorPublisher
+    ) -> int:
+        """Watch the running query until it ends or a stop is requested; the records read.
+        Raises :class:`EgressFailedError` with the root cause if the query failed."""
+        records = 0
+        next_housekeeping = 0.0
+        failure: BaseException | None = None
+        while query.isActive:
+            if self._stop.is_set():
+                self._stop_gracefully(query)
+                break
+            try:
+                query.awaitTermination(0.5)
+            except StreamingQueryException as exc:
+                failure = exc
+                break
+            records += self._observe(query, metrics)
+            if time.monotonic() >= next_housekeeping:
+                next_housekeeping = time.monotonic() + self.egress.descriptor_interval
+                descriptors.publish()
+        failure = failure or query.exception()
+        records += self._observe(query, metrics)
+        metrics.refresh()
+        if failure is not None:
+            cause = root_cause(str(getattr(failure, "desc", None) or failure))
+            log.error("egress from region %s failed: %s", self.egress.region, cause)
+            raise EgressFailedError(f"egress stopped: {cause}")
+        return records
 
     def _observe(self, query: Any, metrics: EgressMetrics) -> int:
         """Record the durations of batches completed since the last call."""

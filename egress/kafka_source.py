@@ -114,9 +114,10 @@ class Planner:
         try:
             metadata = self.admin.list_topics(timeout=30)
         except KafkaException as exc:
-            raise BrokerError(
+            raise BrokerError.from_kafka(
                 f"cannot reach Kafka of region {self.egress.region} at "
-                f"{self.kafka.bootstrap_servers}: {exc.args[0].str()}"
+                f"{self.kafka.bootstrap_servers}",
+                exc.args[0],
             ) from None
         found = {name: t for name, t in metadata.topics.items() if t.error is None}
         missing = sorted(set(self.egress.topics) - set(found))
@@ -152,9 +153,10 @@ class Planner:
             try:
                 result[(tp.topic, tp.partition)] = future.result().offset
             except KafkaException as exc:
-                raise BrokerError(
+                raise BrokerError.from_kafka(
                     f"cannot read offsets of {tp.topic} partition {tp.partition} in region "
-                    f"{self.egress.region}: {exc.args[0].str()}"
+                    f"{self.egress.region}",
+                    exc.args[0],
                 ) from None
         return result
 
@@ -446,7 +448,7 @@ def _handle_read_error(error: Any, message: Any, rng: KafkaRange, position: int)
             extra={"topic": rng.topic, "partition": rng.partition, "offset": position},
         )
         return position
-    raise BrokerError(f"reading {rng.topic} partition {rng.partition}: {error.str()}")
+    raise BrokerError.from_kafka(f"reading {rng.topic} partition {rng.partition}", error)
 
 
 class KafkaSource(DataSource):

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import threading
 from typing import TYPE_CHECKING
 
 import boto3
 from botocore.config import Config as BotoConfig
 from botocore.exceptions import BotoCoreError, ClientError
+
+from replicator.core.signals import stop_on_signals
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -115,9 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         config=BotoConfig(s3={"addressing_style": "path"}, retries={"mode": "standard"}),
     )
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    run(client, pairs, args.interval, stop)
+    with stop_on_signals(stop):
+        run(client, pairs, args.interval, stop)
     log.info("replication stand-in stopped")
 
 

@@ -10,10 +10,8 @@ moves partitions; the new owner fences the old one and resumes from the destinat
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
-from types import FrameType
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -35,6 +33,7 @@ from replicator.core.logs import partition_fields
 from replicator.core.malloc import limit_malloc_arenas
 from replicator.core.segments.key import topic_descriptor_key
 from replicator.core.segments.store import SegmentStore
+from replicator.core.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +67,6 @@ class IngressService:
     def request_stop(self) -> None:
         self._stop.set()
 
-    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
-        log.info("received %s: stopping", signal.Signals(signum).name)
-        self._stop.set()
-
     # -- set-up ---------------------------------------------------------------------------
 
     def prepare(self) -> None:
@@ -97,8 +92,8 @@ class IngressService:
             for source in self.ingress.sources:
                 self._prepare_destination(admin, source)
         except KafkaException as exc:
-            raise BrokerError(
-                f"Kafka of region {self.region} unreachable: {exc.args[0].str()}"
+            raise BrokerError.from_kafka(
+                f"Kafka of region {self.region} unreachable", exc.args[0]
             ) from None
 
     def _descriptor(self, source: IngressSource) -> dict[str, Any] | None:
@@ -146,11 +141,15 @@ class IngressService:
         self.prepare()
         if self.ingress.metrics_port is not None:
             self.metrics.serve(self.ingress.metrics_port)
-        previous = {}
-        if self._handle_signals:
-            previous = {
-                s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)
-            }
+        with stop_on_signals(self._stop, install=self._handle_signals):
+            halted = self._serve()
+        if halted:
+            log.error("%d partitions halted: %s", len(halted), "; ".join(halted))
+        return 1 if halted else 0
+
+    def _serve(self) -> list[str]:
+        """Follow the segment events until stopped (or done, with ``stop_at_end``); the
+        reasons of the partitions that halted."""
         bridge = SqsBridge(self.config, self.kafka, self.metrics)
         bridge.start()
         consumer = Consumer(
@@ -188,11 +187,7 @@ class IngressService:
             bridge.stop()
             bridge.join(10)
             self.metrics.close()
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
-        if halted:
-            log.error("%d partitions halted: %s", len(halted), "; ".join(halted))
-        return 1 if halted else 0
+        return halted
 
     def _finished(self) -> bool:
         if not self._assigned_once.is_set():

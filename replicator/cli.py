@@ -16,6 +16,7 @@ from replicator import __version__
 from replicator.core.config import Config, load_config, required
 from replicator.core.errors import ConfigError, ReplicatorError
 from replicator.core.logs import configure_logging
+from replicator.core.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,6 @@ def _partitions(text: str) -> list[int]:
 
 
 def _compact(args: argparse.Namespace) -> int:
-    import signal
     import threading
 
     from compaction.job import CompactionJob, export
@@ -100,23 +100,16 @@ def _compact(args: argparse.Namespace) -> int:
         return 0
     stop = threading.Event()
 
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("received %s: stopping between merges", signal.Signals(signum).name)
-        stop.set()
-        job.stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
     def run() -> None:
         report = job.run_once()
         export(report, config)
         print(report.summary(), flush=True)
 
-    if args.once or args.from_level is not None:
-        run()
-        return 0
-    run_on_schedule(compaction.schedule, run, stop)
+    with stop_on_signals(stop, job.stop, then="stopping between merges"):
+        if args.once or args.from_level is not None:
+            run()
+        else:
+            run_on_schedule(compaction.schedule, run, stop)
     return 0
 
 

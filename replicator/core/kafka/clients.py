@@ -80,5 +80,5 @@ def ensure_topic(
         error = exc.args[0]
         if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             return False
-        raise BrokerError(f"cannot create topic {name!r}: {error.str()}") from None
+        raise BrokerError.from_kafka(f"cannot create topic {name!r}", error) from None
     return True
