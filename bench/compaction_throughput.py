@@ -15,15 +15,13 @@ import time
 import pyarrow.parquet as pq
 
 from bench.ingress_throughput import workload
-from bench.local_stack import STACK_TEMPLATE, bench_stack
+from bench.local_stack import bench_stack
 from compaction.job import CompactionJob
 from replicator.core.logs import configure_logging
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import SegmentStore
 
-CONFIG = (
-    STACK_TEMPLATE
-    + """
+CONFIG = """
 [compaction]
 region = "us-east-1"
 parallelism = 2
@@ -33,7 +31,6 @@ min_segment_count = 2
 max_segment_count = 1000
 max_segment_bytes = "4GiB"
 """
-)
 
 
 def plain_rewrite(store: SegmentStore, partitions: int) -> tuple[int, float]:

@@ -11,15 +11,13 @@ import json
 import time
 
 from bench.baselines import plain_consume
-from bench.local_stack import STACK_TEMPLATE, bench_stack
+from bench.local_stack import bench_stack
 from bench.memory import PeakRss, spark_python_process
 from bench.workload import produce_workload
 from egress.job import EgressJob
 from replicator.core.logs import configure_logging
 
-CONFIG = (
-    STACK_TEMPLATE
-    + """
+CONFIG = """
 [egress]
 region = "us-east-1"
 checkpoint_location = "{root}/checkpoint"
@@ -29,7 +27,6 @@ max_segment_messages = 1000000
 max_segment_bytes = "{segment_bytes}"
 max_segment_age = "5m"
 """
-)
 
 
 def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dict[str, float | str]:

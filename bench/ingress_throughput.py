@@ -18,7 +18,7 @@ import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.local_stack import STACK_TEMPLATE, bench_stack
+from bench.local_stack import bench_stack
 from bench.memory import PeakRss
 from bench.workload import VALUE_BYTES
 from replicator.core.logs import configure_logging
@@ -26,9 +26,7 @@ from replicator.core.segments.format import SCHEMA
 from replicator.core.segments.key import SegmentKey, topic_descriptor_key
 from replicator.core.segments.store import SegmentStore
 
-CONFIG = (
-    STACK_TEMPLATE
-    + """
+CONFIG = """
 [ingress]
 region = "us-west-1"
 segment_events_partitions = 8
@@ -38,7 +36,6 @@ topic = "bench"
 destination_topic = "bench.copy"
 first_segment_delay = "0s"
 """
-)
 SEGMENT_RECORDS = 250_000
 
 

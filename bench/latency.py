@@ -17,15 +17,13 @@ import time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.local_stack import STACK_TEMPLATE, bench_stack
+from bench.local_stack import bench_stack
 from bench.workload import KEY_BYTES, VALUE_BYTES
 from infra.drill import STARTED_LINE, DestinationTail, Service
 from infra.drill_report import percentile
 from replicator.core.logs import configure_logging
 
-CONFIG = (
-    STACK_TEMPLATE
-    + """
+CONFIG = """
 [egress]
 region = "us-east-1"
 checkpoint_location = "{root}/checkpoint"
@@ -44,7 +42,6 @@ topic = "bench"
 destination_topic = "bench.copy"
 first_segment_delay = "0s"
 """
-)
 PARTITIONS = 8
 
 

@@ -45,8 +45,9 @@ from infra.drill_report import (
     render_summary,
 )
 from infra.errors import DrillFailedError
-from infra.stack import Stack, StackSpec, free_port
-from replicator.core.config import Config, load_config, required
+from infra.local_config import local_regions, running_stack
+from infra.stack import free_port
+from replicator.core.config import Config, required
 from replicator.core.kafka import provenance
 from replicator.core.segments.selection import ReadNext, next_step
 from replicator.core.segments.store import SegmentStore
@@ -62,22 +63,7 @@ TOPICS = (ACCOUNTS, CLICKS)
 STARTED_LINE = "started (streaming)"
 """What egress logs once its streaming query runs."""
 
-CONFIG_TEMPLATE = """\
-# Written by the disaster-recovery drill (make demo); ports are free ones picked per run.
-[s3]
-endpoint_url = "http://127.0.0.1:{s3}"
-access_key_id = "demo"
-secret_access_key = "demo"
-
-[regions.us-east-1]
-bucket = "demo-us-east-1"
-kafka.bootstrap_servers = "127.0.0.1:{east}"
-
-[regions.us-west-1]
-bucket = "demo-us-west-1"
-sqs_queue = "demo-us-west-1-events"
-kafka.bootstrap_servers = "127.0.0.1:{west}"
-
+JOB_SECTIONS = """\
 [egress]
 region = "us-east-1"
 checkpoint_location = "{root}/egress-checkpoint"
@@ -411,27 +397,23 @@ class Drill:
             shutil.rmtree(root)
         (root / "logs").mkdir(parents=True)
         config_path = root / "demo.toml"
-        config_path.write_text(
-            CONFIG_TEMPLATE.format(
-                s3=free_port(),
-                east=free_port(),
-                west=free_port(),
-                egress_metrics=free_port(),
-                ingress_metrics=free_port(),
-                root=root,
+        toml = (
+            "# Written by the disaster-recovery drill (make demo); ports are free ones.\n"
+            + local_regions("demo")
+            + JOB_SECTIONS.format(
+                egress_metrics=free_port(), ingress_metrics=free_port(), root=root
             )
         )
-        config = load_config(config_path)
-        stack = Stack(StackSpec.from_config(config, root / "stack"))
         self.say(f"starting the local stack (config {config_path})")
-        stack.up()
         services: list[Service] = []
         try:
-            return self._drill(config, config_path, root, services)
+            with running_stack(config_path, toml, root / "stack") as config:
+                try:
+                    return self._drill(config, config_path, root, services)
+                finally:
+                    for service in services:
+                        service.kill()
         finally:
-            for service in services:
-                service.kill()
-            stack.down()
             self.say("local stack stopped")
 
     def _drill(

@@ -14,10 +14,10 @@ from egress.job import EgressJob
 from ingress.service import IngressService
 from replicator.core.config import load_config
 from replicator.core.kafka import provenance
-from tests.conftest import DESTINATION, SOURCE
-from tests.egress.conftest import create_topic, finish_bursts
-from tests.independent import read_partition
-from tests.records import produce_every_shape
+from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.independent import read_partition
+from tests.fixtures.records import produce_every_shape
+from tests.fixtures.stack import DESTINATION, SOURCE
 
 PARTITIONS = 3
 
@@ -92,7 +92,7 @@ first_segment_delay = "0s"
     assert len(topics[copy].partitions) == PARTITIONS
 
     # `replicator status` agrees with the stack: nothing left to export or replay.
-    from tests.independent import watermarks
+    from tests.fixtures.independent import watermarks
 
     result = subprocess.run(
         [sys.executable, "-m", "replicator", "status", "--config", str(path), "--json"],

@@ -15,13 +15,14 @@ from replicator.core.faults import (
     COMPACTION_DURING_DELETES,
     COMPACTION_DURING_MERGE,
 )
-from tests.compaction.test_compaction import records, segments
-from tests.independent import assert_tiles
+from tests.fixtures.compaction import records, segments
+from tests.fixtures.independent import assert_tiles
 
 
 def read_by_covered_range(parts):
     """Like ingress: from the next offset, read the covering segment reaching furthest."""
-    result, next_offset = [], 0
+    result: list[tuple] = []
+    next_offset = 0
     while True:
         covering = [s for s in parts if s.start <= next_offset <= s.end]
         if not covering:

@@ -9,10 +9,9 @@ import time
 from compaction.job import CompactionJob
 from ingress.service import IngressService
 from replicator.core.config import load_config
-from tests.conftest import DESTINATION, SOURCE
-from tests.independent import s3_segments
-from tests.ingress.conftest import ingress_setup  # noqa: F401  (fixture)
-from tests.ingress.test_instances import provenance_offsets, segment_batch
+from tests.fixtures.independent import s3_segments
+from tests.fixtures.ingress import provenance_offsets, segment_batch
+from tests.fixtures.stack import DESTINATION, SOURCE
 
 PARTITIONS, SEGMENTS, PER_SEGMENT = 2, 30, 400
 

@@ -96,6 +96,7 @@ def test_position_inside_the_log_is_fine():
 
 def test_retention_outrunning_egress_reports_the_lost_range_and_resumes_at_log_start():
     problem = check_position("orders", 3, 100, 250, 900)
+    assert problem is not None
     assert (problem.lost_first, problem.lost_last, problem.resume_at) == (100, 249, 250)
     assert problem.describe().startswith("topic orders partition 3: retention removed")
     assert "offsets 100..249 (150 offsets) will not be exported" in problem.describe()
@@ -104,6 +105,7 @@ def test_retention_outrunning_egress_reports_the_lost_range_and_resumes_at_log_s
 def test_log_shorter_than_what_was_exported_never_goes_back():
     # A re-created topic: going back would write segments overlapping the old ones.
     problem = check_position("orders", 0, 500, 0, 20)
+    assert problem is not None
     assert problem.resume_at == 500
     assert (problem.lost_first, problem.lost_last) == (0, 19)
     assert "re-created" in problem.reason

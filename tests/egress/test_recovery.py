@@ -12,9 +12,9 @@ from egress.errors import EgressFailedError
 from egress.job import EgressJob
 from egress.kafka_source import Planner
 from egress.metrics import EgressMetrics
-from tests.conftest import SOURCE
-from tests.egress.conftest import create_topic, finish_bursts
-from tests.independent import assert_tiles, read_partition, s3_segments
+from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.independent import assert_tiles, read_partition, s3_segments
+from tests.fixtures.stack import SOURCE
 
 
 def produce(stack, topic, count, partitions=(0, 1)):

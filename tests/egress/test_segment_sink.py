@@ -10,7 +10,7 @@ from egress.segment_sink import (
     record_batch,
     split_points,
 )
-from tests.records import every_shape, to_batch
+from tests.fixtures.records import every_shape, to_batch
 
 
 def test_split_points_close_with_the_record_that_reaches_the_limit():

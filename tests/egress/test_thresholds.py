@@ -8,9 +8,9 @@ import time
 from confluent_kafka import Producer
 
 from egress.job import EgressJob
-from tests.conftest import SOURCE
-from tests.egress.conftest import create_topic, finish_bursts
-from tests.independent import assert_tiles, s3_segments, watermarks
+from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.independent import assert_tiles, s3_segments, watermarks
+from tests.fixtures.stack import SOURCE
 
 
 def _segments(local_stack, config, topic):

@@ -11,7 +11,7 @@ import pytest
 from infra.errors import StackError
 from infra.stack import Stack, StackSpec, _process_start_time
 from replicator.core.config import load_config
-from tests.conftest import DESTINATION, SOURCE, write_stack_config
+from tests.fixtures.stack import DESTINATION, SOURCE, write_stack_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

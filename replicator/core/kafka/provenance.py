@@ -14,6 +14,7 @@ destinations written before origins could name a relay upstream read as they alw
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,7 +47,7 @@ def encode(source: SourcePartition, offset: int) -> bytes:
 
 
 def source_offset(
-    headers: list[tuple[str, bytes | None]] | None, source: SourcePartition
+    headers: Sequence[tuple[str, bytes | None]] | None, source: SourcePartition
 ) -> int | None:
     """The source offset in ``headers`` if they name ``source``, else None."""
     if not headers:

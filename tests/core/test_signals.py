@@ -11,7 +11,8 @@ def test_sigterm_and_sigint_set_every_event_and_the_old_handlers_come_back():
     with stop_on_signals(first, second):
         os.kill(os.getpid(), signal.SIGTERM)
         assert first.wait(5) and second.is_set()
-        first.clear(), second.clear()
+        first.clear()
+        second.clear()
         os.kill(os.getpid(), signal.SIGINT)
         assert first.wait(5) and second.is_set()
     assert {s: signal.getsignal(s) for s in before} == before

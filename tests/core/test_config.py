@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from replicator.core.config import load_config, parse_config
+from replicator.core.config import load_config, parse_config, required
 from replicator.core.errors import ConfigError
 from replicator.core.kafka.clients import client_config, redacted
 
@@ -30,22 +30,22 @@ def test_example_config_loads_with_every_section():
     config = load_config(ROOT / "config.example.toml")
     assert config.s3.endpoint_url == "http://127.0.0.1:4566"
     assert config.region("us-west-1").sqs_queue == "replicator-us-west-1-events"
-    topic = config.egress.topics["sensor.events"]
+    topic = required(config, "egress").topics["sensor.events"]
     assert topic.max_segment_bytes == 100 * 1024**2
     assert topic.max_segment_age == 300.0
     assert topic.max_segment_messages == 1_000_000
-    source = config.ingress.sources[0]
+    source = required(config, "ingress").sources[0]
     assert (source.destination, source.lost_segment_timeout) == ("sensor.events.copy", 3600.0)
-    compaction = config.compaction.topics["sensor.events"]
+    compaction = required(config, "compaction").topics["sensor.events"]
     assert compaction.min_segment_bytes == 1024**3
     assert compaction.max_segment_bytes == 4 * 1024**3
-    assert config.compaction.schedule == "0 1 * * *"
+    assert required(config, "compaction").schedule == "0 1 * * *"
 
 
 def test_config_is_frozen():
     config = parse(MINIMAL)
     with pytest.raises(Exception, match="frozen"):
-        config.s3.prefix = "other"  # type: ignore[misc]
+        config.s3.prefix = "other"
 
 
 def test_unknown_key_is_named_with_its_path():

@@ -5,6 +5,7 @@ exist; the worker waits for it (late segment), then halts or skips (lost segment
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -12,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from ingress.metrics import IngressMetrics
+from ingress.replay_plan import retry_intervals
 from ingress.worker import PartitionWorker
 from replicator.core.config import Config, parse_config
 from replicator.core.kafka.checkpoints import WriteTarget
@@ -69,7 +71,7 @@ def records(start: int, end: int) -> pa.Table:
 class _Reader:
     table: pa.Table
 
-    def iter_tables(self):  # type: ignore[no-untyped-def]
+    def iter_tables(self) -> Iterator[pa.Table]:
         yield self.table
 
 
@@ -159,3 +161,10 @@ def test_a_resumed_worker_writes_nothing_below_its_resume_point(resume_at):
     run_worker(config("fail"), segments, writer)
     assert writer.committed == list(range(20))
     assert writer.opened == 1
+
+
+def test_retry_intervals_double_and_add_up_to_the_timeout():
+    intervals = retry_intervals(5, 3600.0)
+    assert intervals == pytest.approx([3600 / 31 * 2**i for i in range(5)])
+    assert sum(intervals) == pytest.approx(3600.0)
+    assert retry_intervals(0, 60.0) == [60.0]

@@ -8,8 +8,8 @@ from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.segments.errors import CorruptSegmentError
 from replicator.core.segments.format import SCHEMA
 from replicator.core.segments.key import SegmentKey
-from tests.conftest import SOURCE
-from tests.records import every_shape, plain, to_batch
+from tests.fixtures.records import every_shape, plain, to_batch
+from tests.fixtures.stack import SOURCE
 
 
 def test_segment_written_through_the_store_is_listed_and_read_back(local_stack, bucket):

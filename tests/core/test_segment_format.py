@@ -14,7 +14,7 @@ from replicator.core.segments.format import (
     content_checksum,
 )
 from replicator.core.segments.key import SegmentKey
-from tests.records import every_shape, plain, to_batch
+from tests.fixtures.records import every_shape, plain, to_batch
 
 KEY = SegmentKey("us-east-1", "sensor.events", 2, 0, 100, 199)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from ingress.service import IngressService
 from replicator.core.kafka import provenance
 from replicator.core.segments.format import TIMESTAMP_CREATE_TIME, TIMESTAMP_NONE
-from tests.conftest import DESTINATION, SOURCE
-from tests.independent import read_partition
-from tests.records import every_shape, to_batch
+from tests.fixtures.independent import read_partition
+from tests.fixtures.records import every_shape, to_batch
+from tests.fixtures.stack import DESTINATION, SOURCE
 
 
 def destination_records(local_stack, setup, partition):

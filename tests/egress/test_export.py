@@ -7,10 +7,10 @@ from confluent_kafka import Producer
 
 from egress.driver_state import DriverState
 from egress.job import EgressJob
-from tests.conftest import SOURCE
-from tests.egress.conftest import create_topic, finish_bursts
-from tests.independent import assert_tiles, read_partition, s3_segments, watermarks
-from tests.records import produce_every_shape as produce_shapes
+from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.independent import assert_tiles, read_partition, s3_segments, watermarks
+from tests.fixtures.records import produce_every_shape as produce_shapes
+from tests.fixtures.stack import SOURCE
 
 PARTITIONS = 8
 

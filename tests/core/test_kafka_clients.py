@@ -1,9 +1,9 @@
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
 from replicator.core.kafka.clients import client_config, ensure_topic
-from tests.conftest import DESTINATION, SOURCE
-from tests.records import every_shape
+from tests.fixtures.records import every_shape
+from tests.fixtures.stack import DESTINATION, SOURCE
 
 
 @pytest.mark.parametrize("region", [SOURCE, DESTINATION])
@@ -29,7 +29,7 @@ def test_each_broker_creates_topics_and_round_trips_every_record_shape(local_sta
     producer.flush(10)
     consumer = Consumer(client_config(kafka, group_id=unique("g"), enable_auto_commit=False))
     consumer.assign([TopicPartition(topic, 1, 0)])
-    seen = []
+    seen: list[Message] = []
     while len(seen) < len(records):
         message = consumer.poll(10)
         assert message is not None, f"only {len(seen)} of {len(records)} records came back"

@@ -6,17 +6,9 @@ import subprocess
 import sys
 
 from compaction.job import CompactionJob
-from tests.conftest import SOURCE
-from tests.egress.test_processes import standalone_cluster  # noqa: F401  (fixture)
-from tests.independent import assert_tiles, s3_segments
-
-
-def segments(local_stack, setup):
-    return s3_segments(local_stack.s3(), setup.bucket, "data", SOURCE, setup.topic)
-
-
-def records(parts):
-    return [r for s in parts for r in s.records()]
+from tests.fixtures.compaction import records, segments
+from tests.fixtures.independent import assert_tiles
+from tests.fixtures.stack import SOURCE
 
 
 def test_small_level_0_segments_become_level_1_with_identical_records(

@@ -12,31 +12,12 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow as pa
-
 from replicator.core.faults import WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT
-from replicator.core.kafka import provenance
-from replicator.core.segments.format import SCHEMA
-from tests.conftest import DESTINATION, SOURCE
-from tests.independent import read_partition
+from tests.fixtures.ingress import provenance_offsets, segment_batch
 
 PARTITIONS = 4
 SEGMENTS = 8
 PER_SEGMENT = 1500
-
-
-def segment_batch(start: int, count: int) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict(
-        {
-            "offset": list(range(start, start + count)),
-            "timestamp": [1_700_000_000_000 + i for i in range(count)],
-            "timestamp_type": [1] * count,
-            "key": [b"k%d" % (start + i) for i in range(count)],
-            "value": [b"v" * 100] * count,
-            "headers": [[{"key": "h", "value": b"%d" % (start + i)}] for i in range(count)],
-        },
-        schema=SCHEMA,
-    )
 
 
 def fill(setup) -> None:
@@ -66,16 +47,6 @@ def start_instance(setup, log: Path, crash_point: str | None = None) -> subproce
 def owned(log: Path) -> int:
     counts = re.findall(r"owning (\d+) source partitions", log.read_text(errors="replace"))
     return int(counts[-1]) if counts else -1
-
-
-def provenance_offsets(local_stack, setup, partition) -> list[int | None]:
-    records = read_partition(local_stack.bootstrap(DESTINATION), setup.destination, partition)
-    return [
-        provenance.source_offset(
-            list(r[5]), provenance.SourcePartition(SOURCE, setup.topic, partition)
-        )
-        for r in records
-    ]
 
 
 def produced(local_stack, setup) -> int:

@@ -1,0 +1,84 @@
+"""Provenance headers and checkpoints: their bytes are what existing destinations hold."""
+
+import pyarrow as pa
+
+from replicator.core.kafka import provenance
+from replicator.core.kafka.checkpoints import (
+    Checkpoint,
+    WriteTarget,
+    checkpoint_partition,
+    furthest,
+)
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.segments.format import SCHEMA
+
+
+def test_checkpoint_round_trip_and_key():
+    checkpoint = Checkpoint("copy", 3, "us-east-1", "orders.v1", 120, 57, 1.5)
+    assert Checkpoint.from_json(checkpoint.to_json()) == checkpoint
+    assert checkpoint.key == "copy/3/us-east-1/orders.v1"
+    assert 0 <= checkpoint_partition(checkpoint.key, 4) < 4
+
+
+def test_provenance_header_names_the_source_record():
+    headers = [
+        ("app", b"x"),
+        (provenance.HEADER, provenance.encode(SourcePartition("us-east-1", "o", 2), 41)),
+    ]
+    assert provenance.source_offset(headers, SourcePartition("us-east-1", "o", 2)) == 41
+    assert provenance.source_offset(headers, SourcePartition("us-east-1", "o", 3)) is None
+    assert provenance.source_offset(None, SourcePartition("us-east-1", "o", 2)) is None
+
+
+def test_provenance_is_appended_to_headers_of_a_sliced_segment_table():
+    headers = [
+        [],
+        [{"key": "a", "value": b"1"}, {"key": "a", "value": None}],
+        [{"key": "b", "value": b""}],
+        [],
+    ]
+    table = pa.table(
+        {
+            "offset": [7, 8, 9, 12],
+            "timestamp": [0, 0, 0, 0],
+            "timestamp_type": [1, 1, 1, 1],
+            "key": [None, b"", b"k", b"k"],
+            "value": [b"v", None, b"", b"w"],
+            "headers": headers,
+        },
+        schema=SCHEMA,
+    ).slice(1, 3)
+    orders = SourcePartition("us-east-1", "orders", 2)
+    got = provenance.with_provenance(table.column("headers"), table.column("offset"), orders)
+    source = lambda o: (provenance.HEADER, provenance.encode(orders, o))  # noqa: E731
+    assert got == [
+        [("a", b"1"), ("a", None), source(8)],
+        [("b", b""), source(9)],
+        [source(12)],
+    ]
+
+
+def test_header_and_checkpoint_key_bytes_are_unchanged_for_a_region_origin():
+    source = SourcePartition("us-east-1", "orders.v1", 3)
+    assert provenance.encode(source, 120) == b"us-east-1/orders.v1/3/120"
+    target = WriteTarget(source, "copy", 3)
+    assert target.checkpoint_key == "copy/3/us-east-1/orders.v1"
+    assert target.transactional_id("replicator-ingress") == "replicator-ingress.copy.3"
+
+
+def test_a_relay_upstream_is_an_origin_like_a_region():
+    upstream = SourcePartition("east-b", "orders", 0)
+    headers = [(provenance.HEADER, provenance.encode(upstream, 9))]
+    assert provenance.source_offset(headers, upstream) == 9
+    assert provenance.source_offset(headers, SourcePartition("us-east-1", "orders", 0)) is None
+
+
+def test_resume_point_is_the_furthest_of_checkpoint_and_destination_tail():
+    checkpoint = Checkpoint("copy", 0, "us-east-1", "o", 120, 57, 1.0)
+    # A segment ending in offsets without records: the checkpoint is ahead of the tail.
+    assert furthest(checkpoint, (57, 99)).next_source_offset == 120
+    # Records committed after the checkpoint: the tail is ahead.
+    assert furthest(checkpoint, (80, 150)).next_source_offset == 151
+    assert furthest(checkpoint, (80, 150)).destination_offset == 80
+    assert furthest(None, None).next_source_offset is None
+    assert furthest(None, (4, 9)).next_source_offset == 10
