@@ -23,7 +23,7 @@ from bench.memory import PeakRss
 from bench.workload import VALUE_BYTES
 from replicator.core.logs import configure_logging
 from replicator.core.segments.format import SCHEMA
-from replicator.core.segments.key import SegmentKey, topic_descriptor_key
+from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 
 CONFIG = """
@@ -127,7 +127,7 @@ def measure(records: int, partitions: int) -> dict[str, float]:
                 segment_bytes = max(segment_bytes, stored.size)
                 batches.append((partition, batch))
         store.put_json(
-            topic_descriptor_key("data", "us-east-1", "bench"),
+            topic_descriptor_s3_key("data", "us-east-1", "bench"),
             {"partitions": partitions, "configs": {}},
         )
         bootstrap = config.region("us-west-1").kafka.bootstrap_servers

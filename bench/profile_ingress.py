@@ -19,7 +19,7 @@ from bench.local_stack import bench_stack
 from ingress.service import IngressService
 from ingress.worker import PartitionWorker
 from replicator.core.logs import configure_logging
-from replicator.core.segments.key import SegmentKey, topic_descriptor_key
+from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 
 PROFILE = cProfile.Profile()
@@ -49,7 +49,7 @@ def main() -> None:
                 workload(start, count),
             )
         store.put_json(
-            topic_descriptor_key("data", "us-east-1", "bench"), {"partitions": 1, "configs": {}}
+            topic_descriptor_s3_key("data", "us-east-1", "bench"), {"partitions": 1, "configs": {}}
         )
         import ingress.service
 

@@ -127,7 +127,7 @@ class CompactionJob:
                 lines.append(
                     f"{topic} partition {partition}: merge {len(merge.inputs)} segments "
                     f"({merge.input_bytes} bytes) into "
-                    f"{merge.output.to_key(self.config.s3.prefix)}"
+                    f"{merge.output.to_s3_key(self.config.s3.prefix)}"
                     + (", then delete them" if self.compaction.topics[topic].delete else "")
                 )
             for cleanup in plan.cleanups:
@@ -152,7 +152,7 @@ class CompactionJob:
                 for cleanup in plan.cleanups:
                     verify(store, cleanup.covering, store.footer(cleanup.covering).record_count)
                     report.segments_deleted += store.delete_segments(
-                        sorted({s.key for s in cleanup.covered})
+                        sorted({s.segment_key for s in cleanup.covered})
                     )
         if merges:
             report = self._merge(merges, report)

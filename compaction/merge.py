@@ -73,7 +73,7 @@ def run_merge(
     if delete:
         for segment in merge.inputs:
             crash_point(COMPACTION_DURING_DELETES)
-            deleted += store.delete_segments([segment.key])
+            deleted += store.delete_segments([segment.segment_key])
     key = merge.output
     log.info(
         "merged %d segments into %s (%d records)",

@@ -66,34 +66,38 @@ def plan_partition(
     if output_level <= high:
         raise ValueError(f"output level {output_level} must be above input level {high}")
     plan = PartitionPlan()
-    above = [s for s in segments if s.key.level > high]
+    above = [s for s in segments if s.segment_key.level > high]
     plan.cleanups = _covered(segments, low, high, above)
-    covered = {c.key for cleanup in plan.cleanups for c in cleanup.covered}
+    covered = {c.segment_key for cleanup in plan.cleanups for c in cleanup.covered}
     candidates = sorted(
         (
             s
             for s in segments
-            if low <= s.key.level <= high
-            and s.key not in covered
-            and not any(h.key.start <= s.key.end and s.key.start <= h.key.end for h in above)
+            if low <= s.segment_key.level <= high
+            and s.segment_key not in covered
+            and not any(
+                h.segment_key.start <= s.segment_key.end
+                and s.segment_key.start <= h.segment_key.end
+                for h in above
+            )
         ),
-        key=lambda s: (s.key.start, s.key.end),
+        key=lambda s: (s.segment_key.start, s.segment_key.end),
     )
     young = [s for s in candidates if _age(s, now) < rules.min_segment_age]
     if young:
         plan.skipped.append(f"{len(young)} segments younger than min_segment_age")
-        first_young = young[0].key.start
-        candidates = [s for s in candidates if s.key.end < first_young]
+        first_young = young[0].segment_key.start
+        candidates = [s for s in candidates if s.segment_key.end < first_young]
     for run in _runs(candidates):
         for group in _cut(run, rules.max_segment_count, rules.max_segment_bytes):
             size = sum(s.size for s in group)
             if len(group) < rules.min_segment_count and size < rules.min_segment_bytes:
                 plan.skipped.append(
-                    f"{len(group)} segments ({size} bytes) at {group[0].key.start}.."
-                    f"{group[-1].key.end}: below min_segment_count and min_segment_bytes"
+                    f"{len(group)} segments ({size} bytes) at {group[0].segment_key.start}.."
+                    f"{group[-1].segment_key.end}: below min_segment_count and min_segment_bytes"
                 )
                 continue
-            first, last = group[0].key, group[-1].key
+            first, last = group[0].segment_key, group[-1].segment_key
             output = SegmentKey(
                 first.region, first.topic, first.partition, output_level, first.start, last.end
             )
@@ -111,9 +115,9 @@ def _runs(candidates: list[StoredSegment]) -> list[list[StoredSegment]]:
     """Maximal chains of segments whose covered ranges follow each other exactly."""
     runs: list[list[StoredSegment]] = []
     for segment in candidates:
-        if runs and segment.key.start == runs[-1][-1].key.end + 1:
+        if runs and segment.segment_key.start == runs[-1][-1].segment_key.end + 1:
             runs[-1].append(segment)
-        elif runs and segment.key.start <= runs[-1][-1].key.end:
+        elif runs and segment.segment_key.start <= runs[-1][-1].segment_key.end:
             continue  # overlaps the chain (should not happen within levels): leave it
         else:
             runs.append([segment])
@@ -137,14 +141,14 @@ def _covered(
     segments: Sequence[StoredSegment], low: int, high: int, above: list[StoredSegment]
 ) -> list[Cleanup]:
     cleanups = []
-    for covering in sorted(above, key=lambda s: (s.key.start, -s.key.end)):
+    for covering in sorted(above, key=lambda s: (s.segment_key.start, -s.segment_key.end)):
         inside = tuple(
             s
             for s in segments
-            if low <= s.key.level <= high
-            and s.key.level < covering.key.level
-            and covering.key.start <= s.key.start
-            and s.key.end <= covering.key.end
+            if low <= s.segment_key.level <= high
+            and s.segment_key.level < covering.segment_key.level
+            and covering.segment_key.start <= s.segment_key.start
+            and s.segment_key.end <= covering.segment_key.end
         )
         if inside:
             cleanups.append(Cleanup(covering, inside))

@@ -176,7 +176,7 @@ class Planner:
         for topic, partition in tps:
             segments = store.list_segments(self.egress.region, topic, partition)
             if segments:
-                result[(topic, partition)] = max(s.key.end for s in segments) + 1
+                result[(topic, partition)] = max(s.segment_key.end for s in segments) + 1
         return result
 
     def starting_offsets(

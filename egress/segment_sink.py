@@ -132,7 +132,9 @@ class RangeWriter:
         records = segment.writer.record_count
         stored, _ = segment.close(end)
         self.written.segments.append(
-            WrittenSegment(stored.key.start, stored.key.end, records, self._bytes, stored.size)
+            WrittenSegment(
+                stored.segment_key.start, stored.segment_key.end, records, self._bytes, stored.size
+            )
         )
         self._open = None
         self._next_start = end + 1

@@ -16,7 +16,7 @@ from confluent_kafka.admin import ConfigResource
 from egress.kafka_source import Planner
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
-from replicator.core.segments.key import topic_descriptor_key
+from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ class DescriptorPublisher:
                 descriptor = describe(topic, count, self._configs(topic), self.egress.region)
                 if self._published.get(topic) == descriptor:
                     continue
-                key = topic_descriptor_key(self.config.s3.prefix, self.egress.region, topic)
+                key = topic_descriptor_s3_key(self.config.s3.prefix, self.egress.region, topic)
                 self._store.put_json(key, descriptor)
                 self._published[topic] = descriptor
                 log.info(

@@ -552,7 +552,7 @@ class Drill:
             for partition in range(self.options.partitions):
                 listed = store.list_segments(SOURCE, topic, partition)
                 segments += len(listed)
-                exported += max((s.key.end + 1 for s in listed), default=0)
+                exported += max((s.segment_key.end + 1 for s in listed), default=0)
         lags = [x for values in tail.lags.values() for x in values[-2000:]]
         p50 = percentile(lags, 50)
         self.say(
@@ -588,10 +588,14 @@ class Drill:
             ]
             segments = store.list_segments(SOURCE, topic, partition)
             for segment in segments:
-                summary.segments[segment.key.level] = summary.segments.get(segment.key.level, 0) + 1
+                summary.segments[segment.segment_key.level] = (
+                    summary.segments.get(segment.segment_key.level, 0) + 1
+                )
                 summary.s3_bytes += segment.size
             end = result.source_ends[(topic, partition)]
-            gaps = coverage_gaps(((s.key.start, s.key.end) for s in segments), 0, end)
+            gaps = coverage_gaps(
+                ((s.segment_key.start, s.segment_key.end) for s in segments), 0, end
+            )
             if gaps:
                 summary.problems.append(f"partition {partition}: S3 misses offsets {gaps}")
                 continue
@@ -676,7 +680,7 @@ def _with_source_offset(record: Record, region: str, topic: str, partition: int)
 def read_backup(store: SegmentStore, topic: str, partition: int, end: int) -> list[Record]:
     """The partition's records as the segments in S3 hold them, read the way ingress
     chooses segments (the one reaching furthest), checksums verified."""
-    keys = [s.key for s in store.list_segments(SOURCE, topic, partition)]
+    keys = [s.segment_key for s in store.list_segments(SOURCE, topic, partition)]
     records: list[Record] = []
     position = 0
     while position < end:

@@ -12,31 +12,32 @@ from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote_plus
 
+from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.segments.errors import SegmentKeyError
-from replicator.core.segments.key import SegmentKey, parse_key
+from replicator.core.segments.key import SegmentKey
 
 CREATED: Literal["created"] = "created"
 REMOVED: Literal["removed"] = "removed"
-SourcePartition = tuple[str, str, int]
-"""(source region, source topic, partition)"""
 
 
 @dataclass(frozen=True)
 class SegmentEvent:
     kind: Literal["created", "removed"]
-    key: str
+    s3_key: str
+    """The S3 object key of the segment (``key`` in the event's JSON)."""
     size: int
     event_time: str
 
     def segment(self, prefix: str) -> SegmentKey:
-        return parse_key(self.key, prefix)
+        return SegmentKey.from_s3_key(self.s3_key, prefix)
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        data = {"kind": self.kind, "key": self.s3_key, "size": self.size}
+        return json.dumps({**data, "event_time": self.event_time}, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> SegmentEvent:
@@ -47,8 +48,7 @@ class SegmentEvent:
 
 
 def partition_key(source: SourcePartition) -> str:
-    region, topic, partition = source
-    return f"{region}/{topic}/{partition}"
+    return f"{source.origin}/{source.topic}/{source.partition}"
 
 
 def events_partition(source: SourcePartition, partitions: int) -> int:
@@ -57,8 +57,8 @@ def events_partition(source: SourcePartition, partitions: int) -> int:
     Consecutive partitions of one topic go to consecutive events partitions, so a topic's
     partitions spread evenly over the instances that share the events topic.
     """
-    region, topic, partition = source
-    return (zlib.crc32(f"{region}/{topic}".encode()) + partition) % partitions
+    topic_hash = zlib.crc32(f"{source.origin}/{source.topic}".encode())
+    return (topic_hash + source.partition) % partitions
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def parse_notification(body: str, prefix: str, sources: set[tuple[str, str]]) ->
         obj = record.get("s3", {}).get("object", {})
         key = unquote_plus(str(obj.get("key", "")))
         try:
-            segment = parse_key(key, prefix)
+            segment = SegmentKey.from_s3_key(key, prefix)
         except SegmentKeyError:
             ignored.append(f"not a segment key: {key}")
             continue
@@ -106,5 +106,5 @@ def parse_notification(body: str, prefix: str, sources: set[tuple[str, str]]) ->
         event = SegmentEvent(
             kind, key, int(obj.get("size", 0) or 0), str(record.get("eventTime", ""))
         )
-        events.append(((segment.region, segment.topic, segment.partition), event))
+        events.append((SourcePartition(segment.region, segment.topic, segment.partition), event))
     return ParsedNotification(events, ignored)

@@ -28,17 +28,17 @@ from replicator.core.errors import ReplicatorError
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_topic
 from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.logs import partition_fields
 from replicator.core.malloc import limit_malloc_arenas
-from replicator.core.segments.key import topic_descriptor_key
+from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 from replicator.core.signals import stop_on_signals
 
 log = logging.getLogger(__name__)
 
 RESTART_BACKOFF = 5.0
-SourceKey = tuple[str, str, int]
 
 
 class IngressService:
@@ -56,12 +56,12 @@ class IngressService:
         self.checkpoints = CheckpointStore(
             self.kafka, self.ingress.checkpoint_topic, self.ingress.checkpoint_partitions
         )
-        self.workers: dict[SourceKey, PartitionWorker] = {}
+        self.workers: dict[SourcePartition, PartitionWorker] = {}
         self._read_slots = threading.BoundedSemaphore(self.ingress.read_concurrency)
         self._partitions: dict[tuple[str, str], int] = {}
         self._owned_events: set[int] = set()
         self._assigned_once = threading.Event()
-        self._restart_at: dict[SourceKey, float] = {}
+        self._restart_at: dict[SourcePartition, float] = {}
         self._stop = threading.Event()
 
     def request_stop(self) -> None:
@@ -97,7 +97,7 @@ class IngressService:
             ) from None
 
     def _descriptor(self, source: IngressSource) -> dict[str, Any] | None:
-        key = topic_descriptor_key(self.config.s3.prefix, source.region, source.topic)
+        key = topic_descriptor_s3_key(self.config.s3.prefix, source.region, source.topic)
         try:
             data = self.store.get_json(key)
         except ObjectNotFoundError:
@@ -194,13 +194,13 @@ class IngressService:
             return False
         return all(w.status.state in ("done", "halted") for w in self.workers.values())
 
-    def _owned_sources(self, events: set[int]) -> list[SourceKey]:
+    def _owned_sources(self, events: set[int]) -> list[SourcePartition]:
         owned = []
         for (region, topic), count in sorted(self._partitions.items()):
             for partition in range(count):
-                key = (region, topic, partition)
-                if events_partition(key, self.ingress.segment_events_partitions) in events:
-                    owned.append(key)
+                source = SourcePartition(region, topic, partition)
+                if events_partition(source, self.ingress.segment_events_partitions) in events:
+                    owned.append(source)
         return owned
 
     def _on_assign(self, _consumer: Consumer, partitions: list[Any]) -> None:
@@ -230,13 +230,11 @@ class IngressService:
         self._stop_workers([k for k in self.workers if k not in keep])
         self.metrics.owned.labels(self.region).set(len(self.workers))
 
-    def _start_worker(self, key: SourceKey) -> None:
-        region, topic, partition = key
-        source = self.ingress.source(region, topic)
+    def _start_worker(self, key: SourcePartition) -> None:
         worker = PartitionWorker(
             self.config,
-            source,
-            partition,
+            self.ingress.source(key.origin, key.topic),
+            key.partition,
             self.metrics,
             open_writer=self._writer,
             segments=SegmentStore.for_region(self.config, self.region),
@@ -249,7 +247,7 @@ class IngressService:
     def _writer(self, target: WriteTarget) -> PartitionWriter:
         return PartitionWriter(self.kafka, self.ingress.group_id, target, self.checkpoints)
 
-    def _stop_workers(self, keys: list[SourceKey]) -> None:
+    def _stop_workers(self, keys: list[SourcePartition]) -> None:
         for key in keys:
             self.workers[key].stop()
         for key in keys:
@@ -265,9 +263,9 @@ class IngressService:
             if now >= due:
                 del self._restart_at[key]
                 log.info(
-                    "restarting the worker of %s/%s partition %d",
-                    *key,
-                    extra=partition_fields(*key),
+                    "restarting the worker of %s",
+                    key,
+                    extra=partition_fields(key.origin, key.topic, key.partition),
                 )
                 self.workers.pop(key)
                 self._start_worker(key)
@@ -280,10 +278,12 @@ class IngressService:
             return
         try:
             event = SegmentEvent.from_json(message.value())
-            key = event.segment(self.config.s3.prefix)
+            segment_key = event.segment(self.config.s3.prefix)
         except (ValueError, KeyError, ReplicatorError):
             return
-        worker = self.workers.get((key.region, key.topic, key.partition))
+        worker = self.workers.get(
+            SourcePartition(segment_key.region, segment_key.topic, segment_key.partition)
+        )
         if worker is not None:
             worker.notify(event)
 

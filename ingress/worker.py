@@ -280,10 +280,10 @@ class PartitionWorker(threading.Thread):
                     produced_until = None
                     opened = time.monotonic()
             if not self._stopping.is_set():
-                writer.commit(stored.key.end + 1)
+                writer.commit(stored.segment_key.end + 1)
                 self.metrics.segments_read.labels(*self._labels).inc()
-                self.metrics.checkpoint_offset.labels(*self._labels).set(stored.key.end + 1)
-                return stored.key.end + 1
+                self.metrics.checkpoint_offset.labels(*self._labels).set(stored.segment_key.end + 1)
+                return stored.segment_key.end + 1
         except ObjectNotFoundError:
             self.log.info(
                 "%s: %s was removed; re-listing",
@@ -322,7 +322,7 @@ class PartitionWorker(threading.Thread):
 
     def _relist(self) -> None:
         segments = self._store.list_segments(self.source.region, self.source.topic, self.partition)
-        self._index = {s.key: s for s in segments}
+        self._index = {s.segment_key: s for s in segments}
 
     def _apply_events(self) -> bool:
         """Fold queued events into the index; True if any arrived."""
@@ -342,7 +342,7 @@ class PartitionWorker(threading.Thread):
                 self._relist()
             elif key not in self._index:
                 modified = _parse_time(event.event_time)
-                self._index[key] = StoredSegment(key, event.key, event.size, modified)
+                self._index[key] = StoredSegment(key, event.s3_key, event.size, modified)
 
     def _wait_for_events(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds

@@ -136,9 +136,11 @@ def collect(config: Config) -> list[PartitionStatus]:
             if partition in listed:
                 segments = listed[partition].list_segments(region, topic, partition)
                 for segment in segments:
-                    row.segments[segment.key.level] = row.segments.get(segment.key.level, 0) + 1
+                    row.segments[segment.segment_key.level] = (
+                        row.segments.get(segment.segment_key.level, 0) + 1
+                    )
                 if segments:
-                    row.exported_end = max(s.key.end for s in segments) + 1
+                    row.exported_end = max(s.segment_key.end for s in segments) + 1
                     stamps = [s.last_modified.timestamp() for s in segments if s.last_modified]
                     row.last_export_time = max(stamps) if stamps else None
             _replayed(config, row)

@@ -27,13 +27,13 @@ def test_small_level_0_segments_become_level_1_with_identical_records(
         assert [(s.start, s.end) for s in after[partition]] == [(0, 199), (200, 399), (400, 599)]
         assert_tiles(after[partition], 0, 599)
         assert records(after[partition]) == records(before[partition])
-    head = local_stack.s3().head_object(Bucket=setup.bucket, Key=after[0][0].key)
+    head = local_stack.s3().head_object(Bucket=setup.bucket, Key=after[0][0].s3_key)
     assert head["StorageClass"] == "STANDARD_IA"  # [compaction.storage_class] 1
 
     again = CompactionJob(setup.config, spark=spark).run_once()
     assert (again.segments_written, again.segments_deleted) == (0, 0)
-    assert [s.key for p in segments(local_stack, setup).values() for s in p] == [
-        s.key for p in after.values() for s in p
+    assert [s.s3_key for p in segments(local_stack, setup).values() for s in p] == [
+        s.s3_key for p in after.values() for s in p
     ]
 
 
@@ -49,11 +49,11 @@ def test_manual_level_1_to_2_touches_only_the_named_partitions(
     assert report.segments_written == 2
     after = segments(local_stack, setup)
     for partition in (0, 2):
-        assert [s.key for s in after[partition]] == [s.key for s in before[partition]]
+        assert [s.s3_key for s in after[partition]] == [s.s3_key for s in before[partition]]
     for partition in (1, 3):
         assert [(s.level, s.start, s.end) for s in after[partition]] == [(2, 0, 79)]
         assert records(after[partition]) == records(before[partition])
-    head = local_stack.s3().head_object(Bucket=setup.bucket, Key=after[1][0].key)
+    head = local_stack.s3().head_object(Bucket=setup.bucket, Key=after[1][0].s3_key)
     assert head["StorageClass"] == "GLACIER_IR"
 
 
@@ -72,7 +72,7 @@ def test_plan_prints_what_would_happen_and_changes_nothing(local_stack, compacti
     assert f"data/{SOURCE}/{setup.topic}/0/1/00000000000000000000-00000000000000000039" in (
         result.stdout
     )
-    assert [s.key for s in segments(local_stack, setup)[0]] == [s.key for s in before[0]]
+    assert [s.s3_key for s in segments(local_stack, setup)[0]] == [s.s3_key for s in before[0]]
 
 
 def test_compaction_runs_on_a_standalone_cluster(

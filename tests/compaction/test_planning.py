@@ -13,7 +13,7 @@ OLD = datetime.fromtimestamp(NOW - 7200, UTC)
 
 def seg(start, end, level=0, size=100, modified=OLD):
     key = SegmentKey("us-east-1", "t", 0, level, start, end)
-    return StoredSegment(key, key.to_key("data"), size, modified)
+    return StoredSegment(key, key.to_s3_key("data"), size, modified)
 
 
 def tiles(count, size=100, level=0, width=10):
@@ -81,7 +81,7 @@ def test_segments_covered_by_a_higher_level_are_cleaned_not_merged_again():
     merged = seg(0, 29, level=1)
     plan = plan_partition([*tiles(3), merged, seg(30, 39), seg(40, 49), seg(50, 59)], rules(), NOW)
     assert ranges(plan) == [(1, 30, 59, 3)]
-    assert [c.key.start for c in plan.cleanups[0].covered] == [0, 10, 20]
+    assert [c.segment_key.start for c in plan.cleanups[0].covered] == [0, 10, 20]
 
 
 def test_manual_consolidation_from_level_1_to_2():

@@ -16,8 +16,8 @@ from replicator.core.segments.format import SCHEMA
 def test_checkpoint_round_trip_and_key():
     checkpoint = Checkpoint("copy", 3, "us-east-1", "orders.v1", 120, 57, 1.5)
     assert Checkpoint.from_json(checkpoint.to_json()) == checkpoint
-    assert checkpoint.key == "copy/3/us-east-1/orders.v1"
-    assert 0 <= checkpoint_partition(checkpoint.key, 4) < 4
+    assert checkpoint.checkpoint_key == "copy/3/us-east-1/orders.v1"
+    assert 0 <= checkpoint_partition(checkpoint.checkpoint_key, 4) < 4
 
 
 def test_provenance_header_names_the_source_record():

@@ -4,36 +4,35 @@ from replicator.core.segments.errors import SegmentKeyError
 from replicator.core.segments.key import (
     MAX_OFFSET,
     SegmentKey,
-    parse_key,
-    partition_prefix,
-    topic_descriptor_key,
+    partition_s3_prefix,
+    topic_descriptor_s3_key,
 )
 
 
 def test_key_layout_pads_offsets_to_twenty_digits():
     key = SegmentKey("us-east-1", "sensor.events", 3, 0, 0, 41)
-    assert key.to_key("data") == (
+    assert key.to_s3_key("data") == (
         "data/us-east-1/sensor.events/3/0/00000000000000000000-00000000000000000041"
     )
 
 
 def test_max_offset_round_trips():
     key = SegmentKey("r", "t", 0, 2, MAX_OFFSET, MAX_OFFSET)
-    text = key.to_key("p")
+    text = key.to_s3_key("p")
     assert text.endswith("09223372036854775807-09223372036854775807")
-    assert parse_key(text, "p") == key
+    assert SegmentKey.from_s3_key(text, "p") == key
 
 
 @pytest.mark.parametrize("topic", ["a.b.c", "with-dash", "with_underscore", "MiXeD.09_-x"])
 def test_topic_names_with_dots_dashes_underscores_round_trip(topic):
     key = SegmentKey("eu-west-1", topic, 11, 1, 100, 199)
-    assert parse_key(key.to_key("data"), "data") == key
+    assert SegmentKey.from_s3_key(key.to_s3_key("data"), "data") == key
 
 
 @pytest.mark.parametrize("prefix", ["data", "a/b/c", ""])
 def test_prefixes_with_slashes_or_empty_round_trip(prefix):
     key = SegmentKey("r1", "t", 0, 0, 5, 5)
-    assert parse_key(key.to_key(prefix), prefix) == key
+    assert SegmentKey.from_s3_key(key.to_s3_key(prefix), prefix) == key
 
 
 @pytest.mark.parametrize(
@@ -53,7 +52,7 @@ def test_prefixes_with_slashes_or_empty_round_trip(prefix):
 )
 def test_malformed_keys_are_rejected_with_a_reason(key, reason):
     with pytest.raises(SegmentKeyError, match=reason):
-        parse_key(key, "data")
+        SegmentKey.from_s3_key(key, "data")
 
 
 def test_invalid_fields_are_rejected():
@@ -74,10 +73,10 @@ def test_covered_range_helpers():
 
 def test_lexicographic_order_of_keys_is_offset_order():
     keys = [SegmentKey("r", "t", 0, 0, s, s + 9) for s in (0, 10, 100, 1000, 10**12)]
-    texts = [k.to_key("data") for k in keys]
+    texts = [k.to_s3_key("data") for k in keys]
     assert sorted(texts) == texts
 
 
 def test_prefix_helpers():
-    assert partition_prefix("data", "r", "t.x", 4) == "data/r/t.x/4/"
-    assert topic_descriptor_key("data", "r", "t.x") == "data/r/t.x/_topic.json"
+    assert partition_s3_prefix("data", "r", "t.x", 4) == "data/r/t.x/4/"
+    assert topic_descriptor_s3_key("data", "r", "t.x") == "data/r/t.x/_topic.json"

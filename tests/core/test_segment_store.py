@@ -33,7 +33,7 @@ def test_segment_written_through_the_store_is_listed_and_read_back(local_stack, 
     store.write_segment(other_partition, plain(10))
 
     listed = store.list_segments(SOURCE, "orders.v1", 0)
-    assert [s.key for s in listed] == [first, merged, second]
+    assert [s.segment_key for s in listed] == [first, merged, second]
     assert all(s.size > 0 for s in listed)
     assert store.read_segment(listed[0]).to_pylist() == to_batch(records).to_pylist()
     assert store.read_segment(second).column("offset").to_pylist() == list(range(20, 30))
@@ -131,8 +131,10 @@ def test_rewriting_a_key_replaces_the_segment(local_stack, bucket):
 def test_garbage_at_a_segment_key_is_reported_with_the_key(local_stack, bucket):
     store = local_stack.store(SOURCE, bucket)
     key = SegmentKey(SOURCE, "t", 0, 0, 0, 9)
-    local_stack.s3().put_object(Bucket=bucket, Key=key.to_key("data"), Body=b"not parquet at all")
-    with pytest.raises(CorruptSegmentError, match=f"s3://{bucket}/{key.to_key('data')}"):
+    local_stack.s3().put_object(
+        Bucket=bucket, Key=key.to_s3_key("data"), Body=b"not parquet at all"
+    )
+    with pytest.raises(CorruptSegmentError, match=f"s3://{bucket}/{key.to_s3_key('data')}"):
         store.open(store.list_segments(SOURCE, "t", 0)[0])
 
 
@@ -152,7 +154,7 @@ def test_deleted_segments_disappear_from_listings(local_stack, bucket):
     for key in keys:
         store.write_segment(key, plain(10, start=key.start))
     assert store.delete_segments(keys[:3]) == 3
-    assert [s.key for s in store.list_segments(SOURCE, "t", 0)] == keys[3:]
+    assert [s.segment_key for s in store.list_segments(SOURCE, "t", 0)] == keys[3:]
     with pytest.raises(ObjectNotFoundError):
         store.read_segment(keys[0])
 

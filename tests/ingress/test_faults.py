@@ -121,7 +121,7 @@ def test_a_corrupt_segment_halts_its_partition_naming_the_key(local_stack, ingre
         setup.put_segment(partition, 0, 9, segment_batch(0, 10))
     setup.put_segment(1, 10, 19, segment_batch(10, 10))
     bad = setup.put_segment(0, 10, 19, segment_batch(10, 10))
-    s3_key = bad.to_key("data")
+    s3_key = bad.to_s3_key("data")
     local_stack.s3().put_object(Bucket=setup.store.bucket, Key=s3_key, Body=b"PAR1 garbage")
     with caplog.at_level(logging.ERROR):
         _, code = run_to_end(setup)
@@ -155,7 +155,7 @@ def test_duplicated_reordered_and_dropped_events_leave_the_destination_exact(
                     {
                         "eventName": "ObjectCreated:Put",
                         "eventTime": "2026-01-01T00:00:00Z",
-                        "s3": {"object": {"key": key.to_key("data"), "size": 1}},
+                        "s3": {"object": {"key": key.to_s3_key("data"), "size": 1}},
                     }
                 ]
             }

@@ -97,7 +97,7 @@ class MemorySegments:
         ]
 
     def open(self, segment: StoredSegment) -> _Reader:
-        return _Reader(records(segment.key.start, segment.key.end))
+        return _Reader(records(segment.segment_key.start, segment.segment_key.end))
 
 
 def run_worker(config: Config, segments: MemorySegments, writer: MemoryWriter) -> PartitionWorker:

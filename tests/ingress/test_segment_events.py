@@ -8,7 +8,9 @@ from ingress.segment_events import (
     SegmentEvent,
     events_partition,
     parse_notification,
+    partition_key,
 )
+from replicator.core.kafka.provenance import SourcePartition
 
 SOURCES = {("us-east-1", "orders.v1")}
 
@@ -35,11 +37,11 @@ def test_created_and_removed_events_with_url_encoded_keys():
         SOURCES,
     )
     assert [(src, e.kind) for src, e in parsed.events] == [
-        (("us-east-1", "orders.v1", 3), "created"),
-        (("us-east-1", "orders.v1", 3), "removed"),
+        (SourcePartition("us-east-1", "orders.v1", 3), "created"),
+        (SourcePartition("us-east-1", "orders.v1", 3), "removed"),
     ]
     assert (
-        parsed.events[0][1].key
+        parsed.events[0][1].s3_key
         == "data/us-east-1/orders.v1/3/0/00000000000000000000-00000000000000000009"
     )
 
@@ -73,6 +75,15 @@ def test_messages_that_are_not_notifications_raise(body):
 def test_event_json_round_trip_and_stable_partitioning():
     event = SegmentEvent("created", "data/x", 5, "t")
     assert SegmentEvent.from_json(event.to_json()) == event
-    source = ("us-east-1", "orders.v1", 7)
-    assert events_partition(source, 16) == events_partition(source, 16)
-    assert {events_partition(("r", "t", p), 8) for p in range(64)} == set(range(8))
+    # The wire format of the events topic (instances of two versions share it).
+    assert json.loads(event.to_json()) == {
+        "kind": "created",
+        "key": "data/x",
+        "size": 5,
+        "event_time": "t",
+    }
+    source = SourcePartition("us-east-1", "orders.v1", 7)
+    assert events_partition(source, 16) == 1  # placement is stable across versions
+    assert partition_key(source) == "us-east-1/orders.v1/7"
+    spread = {events_partition(SourcePartition("r", "t", p), 8) for p in range(64)}
+    assert spread == set(range(8))

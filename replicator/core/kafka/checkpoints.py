@@ -75,7 +75,7 @@ class Checkpoint:
     """Why the partition halted (corrupt or lost segment, record too large); empty if not."""
 
     @property
-    def key(self) -> str:
+    def checkpoint_key(self) -> str:
         return checkpoint_key(
             self.destination_topic, self.partition, self.source_region, self.source_topic
         )
@@ -136,9 +136,9 @@ class CheckpointStore:
         """Produce ``checkpoint`` with ``producer`` (inside the caller's transaction)."""
         producer.produce(
             self.topic,
-            key=checkpoint.key.encode(),
+            key=checkpoint.checkpoint_key.encode(),
             value=checkpoint.to_json(),
-            partition=checkpoint_partition(checkpoint.key, self.partitions),
+            partition=checkpoint_partition(checkpoint.checkpoint_key, self.partitions),
         )
 
     def resume_point(self, target: WriteTarget) -> ResumePoint:

@@ -190,7 +190,7 @@ class SegmentWriter:
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
         compression_level: int | None = None,
     ) -> None:
-        self.key = key
+        self.segment_key = key
         self._sink = sink
         self._row_group_bytes = row_group_bytes
         self._row_group_rows = row_group_rows
@@ -222,7 +222,7 @@ class SegmentWriter:
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         if self._closed:
-            raise ValueError(f"segment {self.key} is already closed")
+            raise ValueError(f"segment {self.segment_key} is already closed")
         batches = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
         for one in batches:
             if one.num_rows == 0:
@@ -254,11 +254,12 @@ class SegmentWriter:
     def _check_offsets(self, offsets: pa.Array) -> None:
         values = offsets.to_numpy()
         first, last = int(values[0]), int(values[-1])
-        previous = self._last if self._last is not None else self.key.start - 1
-        if first <= previous or last > self.key.end or np.any(np.diff(values) <= 0):
+        key = self.segment_key
+        previous = self._last if self._last is not None else key.start - 1
+        if first <= previous or last > key.end or np.any(np.diff(values) <= 0):
             raise ValueError(
-                f"segment {self.key}: offsets must increase strictly within "
-                f"[{self.key.start}, {self.key.end}] (got {first}..{last} after {previous})"
+                f"segment {key}: offsets must increase strictly within "
+                f"[{key.start}, {key.end}] (got {first}..{last} after {previous})"
             )
         if self._first is None:
             self._first = first
@@ -286,23 +287,23 @@ class SegmentWriter:
         once it has seen the records); it must not leave written records outside it.
         """
         if self._closed:
-            raise ValueError(f"segment {self.key} is already closed")
+            raise ValueError(f"segment {self.segment_key} is already closed")
         if end is not None:
-            lowest = self.key.start if self._last is None else self._last
-            if not lowest <= end <= self.key.end:
+            lowest = self.segment_key.start if self._last is None else self._last
+            if not lowest <= end <= self.segment_key.end:
                 raise ValueError(
-                    f"segment {self.key}: cannot end at {end} (records up to {self._last})"
+                    f"segment {self.segment_key}: cannot end at {end} (records up to {self._last})"
                 )
-            self.key = replace(self.key, end=end)
+            self.segment_key = replace(self.segment_key, end=end)
         self._flush_row_group()
         footer = SegmentFooter(
             format_version=FORMAT_VERSION,
-            region=self.key.region,
-            topic=self.key.topic,
-            partition=self.key.partition,
-            level=self.key.level,
-            start_offset=self.key.start,
-            end_offset=self.key.end,
+            region=self.segment_key.region,
+            topic=self.segment_key.topic,
+            partition=self.segment_key.partition,
+            level=self.segment_key.level,
+            start_offset=self.segment_key.start,
+            end_offset=self.segment_key.end,
             record_count=self._count,
             first_record_offset=self._first,
             last_record_offset=self._last,
@@ -331,7 +332,7 @@ class SegmentReader:
     """
 
     def __init__(self, source: Any, key: SegmentKey, name: str) -> None:
-        self.key = key
+        self.segment_key = key
         self.name = name
         try:
             self._file = pq.ParquetFile(source, page_checksum_verification=True)
@@ -348,7 +349,7 @@ class SegmentReader:
         self._check_footer()
 
     def _check_footer(self) -> None:
-        f, k = self.footer, self.key
+        f, k = self.footer, self.segment_key
         if f.format_version > FORMAT_VERSION:
             raise SegmentMismatchError(
                 self.name,

@@ -78,9 +78,19 @@ class SegmentKey:
     def covers(self, offset: int) -> bool:
         return self.start <= offset <= self.end
 
-    def to_key(self, prefix: str) -> str:
-        head = partition_prefix(prefix, self.region, self.topic, self.partition)
+    def to_s3_key(self, prefix: str) -> str:
+        """The S3 object key of this segment under ``prefix``."""
+        head = partition_s3_prefix(prefix, self.region, self.topic, self.partition)
         return f"{head}{self.level}/{self.start:020d}-{self.end:020d}"
+
+    @classmethod
+    def from_s3_key(cls, s3_key: str, prefix: str) -> SegmentKey:
+        """Parse the S3 object key of a segment written under ``prefix``.
+
+        Raises :class:`SegmentKeyError` saying what is wrong; callers listing a bucket
+        treat that as "not a segment" (descriptors, foreign objects).
+        """
+        return _parse_s3_key(s3_key, prefix)
 
     def __str__(self) -> str:
         return (
@@ -89,26 +99,22 @@ class SegmentKey:
         )
 
 
-def topic_prefix(prefix: str, region: str, topic: str) -> str:
+def topic_s3_prefix(prefix: str, region: str, topic: str) -> str:
     """Key prefix (ending in '/') of everything stored for one source topic."""
     return f"{prefix}/{region}/{topic}/" if prefix else f"{region}/{topic}/"
 
 
-def partition_prefix(prefix: str, region: str, topic: str, partition: int) -> str:
+def partition_s3_prefix(prefix: str, region: str, topic: str, partition: int) -> str:
     """Key prefix (ending in '/') of one partition's segments at every level."""
-    return f"{topic_prefix(prefix, region, topic)}{partition}/"
+    return f"{topic_s3_prefix(prefix, region, topic)}{partition}/"
 
 
-def topic_descriptor_key(prefix: str, region: str, topic: str) -> str:
-    return topic_prefix(prefix, region, topic) + TOPIC_DESCRIPTOR
+def topic_descriptor_s3_key(prefix: str, region: str, topic: str) -> str:
+    """The S3 object key of a topic's descriptor (partition count and configs)."""
+    return topic_s3_prefix(prefix, region, topic) + TOPIC_DESCRIPTOR
 
 
-def parse_key(key: str, prefix: str) -> SegmentKey:
-    """Parse a full S3 key written under ``prefix``.
-
-    Raises :class:`SegmentKeyError` saying what is wrong; callers listing a bucket treat
-    that as "not a segment" (temp files, descriptors, foreign objects).
-    """
+def _parse_s3_key(key: str, prefix: str) -> SegmentKey:
     head = f"{prefix}/" if prefix else ""
     if not key.startswith(head):
         raise SegmentKeyError(f"key {key!r} is not under prefix {prefix!r}")

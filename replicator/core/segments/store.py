@@ -37,9 +37,8 @@ from replicator.core.segments.format import (
 )
 from replicator.core.segments.key import (
     SegmentKey,
-    parse_key,
-    partition_prefix,
-    topic_prefix,
+    partition_s3_prefix,
+    topic_s3_prefix,
 )
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ log = logging.getLogger(__name__)
 class StoredSegment:
     """A segment as listed in the bucket."""
 
-    key: SegmentKey
+    segment_key: SegmentKey
     s3_key: str
     size: int
     last_modified: datetime | None = None
@@ -234,8 +233,8 @@ class SpooledSegment:
         """Finish the file with covered end ``end`` and upload it; returns what was stored."""
         try:
             footer = self.writer.close(end)
-            key = self.writer.key
-            s3_key = key.to_key(self._store.prefix)
+            key = self.writer.segment_key
+            s3_key = key.to_s3_key(self._store.prefix)
             sink = self._store.sink(s3_key, self._storage_class)
             self._spool.seek(0)
             try:
@@ -334,7 +333,7 @@ class SegmentStore:
         On an exception the upload is aborted and nothing appears at the key (an earlier
         object at the same key, if any, stays as it was).
         """
-        sink = self.sink(key.to_key(self.prefix), storage_class)
+        sink = self.sink(key.to_s3_key(self.prefix), storage_class)
         try:
             writer = SegmentWriter(sink, key, row_group_bytes=row_group_bytes)
             yield writer
@@ -364,7 +363,7 @@ class SegmentStore:
     # -- reading --------------------------------------------------------------------------
 
     def stat(self, key: SegmentKey) -> StoredSegment:
-        s3_key = key.to_key(self.prefix)
+        s3_key = key.to_s3_key(self.prefix)
         with s3_errors("head", self.bucket, s3_key):
             head = self.client.head_object(Bucket=self.bucket, Key=s3_key)
         return StoredSegment(
@@ -375,11 +374,11 @@ class SegmentStore:
         """A verified reader; raises CorruptSegmentError / SegmentMismatchError naming the key."""
         stored = segment if isinstance(segment, StoredSegment) else self.stat(segment)
         if stored.etag is None:
-            stored = self.stat(stored.key)
+            stored = self.stat(stored.segment_key)
         assert stored.etag is not None, "S3 returns an ETag for every object"
         source = RangedSource(self.client, self.bucket, stored.s3_key, stored.size, stored.etag)
         buffered = io.BufferedReader(source, buffer_size=1024 * 1024)
-        return SegmentReader(buffered, stored.key, f"s3://{self.bucket}/{stored.s3_key}")
+        return SegmentReader(buffered, stored.segment_key, f"s3://{self.bucket}/{stored.s3_key}")
 
     def read_segment(self, segment: StoredSegment | SegmentKey) -> pa.Table:
         return self.open(segment).read_all()
@@ -405,11 +404,11 @@ class SegmentStore:
         Keys under the partition that are not segment keys are skipped and logged once.
         """
         found: list[StoredSegment] = []
-        for page in self._list(partition_prefix(self.prefix, region, topic, partition)):
+        for page in self._list(partition_s3_prefix(self.prefix, region, topic, partition)):
             for item in page.get("Contents", []):
                 s3_key = item["Key"]
                 try:
-                    key = parse_key(s3_key, self.prefix)
+                    key = SegmentKey.from_s3_key(s3_key, self.prefix)
                 except SegmentKeyError as exc:
                     if s3_key not in self._warned:
                         self._warned.add(s3_key)
@@ -420,11 +419,11 @@ class SegmentStore:
                         key, s3_key, item["Size"], item.get("LastModified"), item.get("ETag")
                     )
                 )
-        found.sort(key=lambda s: (s.key.start, s.key.level, s.key.end))
+        found.sort(key=lambda s: (s.segment_key.start, s.segment_key.level, s.segment_key.end))
         return found
 
     def list_partitions(self, region: str, topic: str) -> list[int]:
-        head = topic_prefix(self.prefix, region, topic)
+        head = topic_s3_prefix(self.prefix, region, topic)
         partitions = []
         for page in self._list(head, delimiter="/"):
             for common in page.get("CommonPrefixes", []):
@@ -454,7 +453,7 @@ class SegmentStore:
 
     def delete_segments(self, keys: Iterable[SegmentKey]) -> int:
         """Delete segments in batches; raises StorageError naming any key S3 refused."""
-        s3_keys = [k.to_key(self.prefix) for k in keys]
+        s3_keys = [k.to_s3_key(self.prefix) for k in keys]
         for i in range(0, len(s3_keys), 1000):
             chunk = s3_keys[i : i + 1000]
             with s3_errors("delete", self.bucket, chunk[0]):
