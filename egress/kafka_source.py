@@ -174,9 +174,9 @@ class Planner:
         store = SegmentStore.for_region(self.config, self.egress.region)
         result = {}
         for topic, partition in tps:
-            segments = store.list_segments(self.egress.region, topic, partition)
-            if segments:
-                result[(topic, partition)] = max(s.segment_key.end for s in segments) + 1
+            end = store.exported_end(self.egress.region, topic, partition)
+            if end is not None:
+                result[(topic, partition)] = end
         return result
 
     def starting_offsets(

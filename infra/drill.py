@@ -49,7 +49,7 @@ from infra.local_config import local_regions, running_stack
 from infra.stack import free_port
 from replicator.core.config import Config, required
 from replicator.core.kafka import provenance
-from replicator.core.segments.selection import ReadNext, next_step
+from replicator.core.segments.selection import ReadNext, exported_end, next_step
 from replicator.core.segments.store import SegmentStore
 from replicator.status import PartitionStatus, collect, render
 
@@ -552,7 +552,7 @@ class Drill:
             for partition in range(self.options.partitions):
                 listed = store.list_segments(SOURCE, topic, partition)
                 segments += len(listed)
-                exported += max((s.segment_key.end + 1 for s in listed), default=0)
+                exported += exported_end(s.segment_key for s in listed) or 0
         lags = [x for values in tail.lags.values() for x in values[-2000:]]
         p50 = percentile(lags, 50)
         self.say(

@@ -44,7 +44,13 @@ from replicator.core.segments.errors import (
     SegmentMismatchError,
 )
 from replicator.core.segments.key import SegmentKey
-from replicator.core.segments.selection import Gap, ReadNext, lowest_start, next_step
+from replicator.core.segments.selection import (
+    Gap,
+    ReadNext,
+    exported_end,
+    lowest_start,
+    next_step,
+)
 from replicator.core.segments.store import StoredSegment
 
 
@@ -100,7 +106,8 @@ class PartitionWorker(threading.Thread):
         self._stopping = threading.Event()
         self._store = segments
         self._index: dict[SegmentKey, StoredSegment] = {}
-        self._target_end: int | None = None
+        self._end: int | None = None
+        """With ``stop_at_end``: the half-open end of the segments present at start."""
         self._labels = (source.region, source.topic, str(partition))
         self.target = WriteTarget(
             SourcePartition(source.region, source.topic, partition), source.destination, partition
@@ -140,7 +147,7 @@ class PartitionWorker(threading.Thread):
             resume = writer.open()
             self._relist()
             if self.stop_at_end:
-                self._target_end = max((k.end for k in self._index), default=-1)
+                self._end = exported_end(self._index) or 0
             next_offset = resume.next_source_offset
             if next_offset is None:
                 next_offset = self._first_offset()
@@ -190,7 +197,7 @@ class PartitionWorker(threading.Thread):
         late_since: tuple[int, int] | None = None  # (gap start, retries used)
         while not self._stopping.is_set():
             self._apply_events()
-            if self._target_end is not None and next_offset > self._target_end:
+            if self._end is not None and next_offset >= self._end:
                 self.status.state = "done"
                 return
             step = next_step(next_offset, self._index)
@@ -317,8 +324,8 @@ class PartitionWorker(threading.Thread):
             )
 
     def _report_lag(self, next_offset: int) -> None:
-        end = max((k.end for k in self._index), default=next_offset - 1)
-        self.metrics.lag_records.labels(*self._labels).set(max(0, end + 1 - next_offset))
+        end = exported_end(self._index) or next_offset
+        self.metrics.lag_records.labels(*self._labels).set(max(0, end - next_offset))
 
     def _relist(self) -> None:
         segments = self._store.list_segments(self.source.region, self.source.topic, self.partition)

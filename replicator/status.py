@@ -22,6 +22,7 @@ from replicator.core.config import Config
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.segments.selection import exported_end
 from replicator.core.segments.store import SegmentStore
 
 log = logging.getLogger(__name__)
@@ -139,8 +140,8 @@ def collect(config: Config) -> list[PartitionStatus]:
                     row.segments[segment.segment_key.level] = (
                         row.segments.get(segment.segment_key.level, 0) + 1
                     )
+                row.exported_end = exported_end(s.segment_key for s in segments)
                 if segments:
-                    row.exported_end = max(s.segment_key.end for s in segments) + 1
                     stamps = [s.last_modified.timestamp() for s in segments if s.last_modified]
                     row.last_export_time = max(stamps) if stamps else None
             _replayed(config, row)

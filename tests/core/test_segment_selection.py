@@ -1,7 +1,14 @@
 """Which segment a reader takes next from overlapping segments of any level."""
 
 from replicator.core.segments.key import SegmentKey
-from replicator.core.segments.selection import CaughtUp, Gap, ReadNext, lowest_start, next_step
+from replicator.core.segments.selection import (
+    CaughtUp,
+    Gap,
+    ReadNext,
+    exported_end,
+    lowest_start,
+    next_step,
+)
 
 
 def key(start: int, end: int, level: int = 0) -> SegmentKey:
@@ -26,3 +33,8 @@ def test_next_step_caught_up_when_nothing_lies_ahead():
 def test_lowest_start_of_the_known_segments():
     assert lowest_start([key(30, 39), key(10, 19, level=1)]) == 10
     assert lowest_start([]) is None
+
+
+def test_exported_end_is_the_half_open_end_of_the_furthest_segment_at_any_level():
+    assert exported_end([key(0, 9), key(0, 99, level=1), key(10, 19)]) == 100
+    assert exported_end([]) is None

@@ -59,3 +59,10 @@ def next_step(next_offset: int, segments: Iterable[SegmentKey]) -> Step:
 def lowest_start(segments: Iterable[SegmentKey]) -> int | None:
     starts = [s.start for s in segments]
     return min(starts) if starts else None
+
+
+def exported_end(segments: Iterable[SegmentKey]) -> int | None:
+    """The offset after the last one covered by ``segments`` (the half-open end of what
+    they hold), or None when there are none."""
+    ends = [s.end for s in segments]
+    return max(ends) + 1 if ends else None

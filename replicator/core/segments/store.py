@@ -1,10 +1,11 @@
 """Segments in one region's bucket: streaming writes, verified reads, listings, deletes.
 
-Writes stream row groups straight to the final key with a multipart upload: the object
-appears only when the upload completes, so readers never see a partial segment, and there
-is no temp-key copy (single-request copies fail above 5 GB). Memory per writer is one row
-group plus one upload part. Rewriting a key (a replayed batch, a rerun merge) replaces the
-object atomically.
+Writes stream row groups straight to the final S3 key with a multipart upload
+(:mod:`replicator.core.aws.s3_streams`): the object appears only when the upload
+completes, so readers never see a partial segment, and there is no temp-key copy
+(single-request copies fail above 5 GB). Memory per writer is one row group plus one
+upload part. Rewriting a key (a replayed batch, a rerun merge) replaces the object
+atomically.
 
 Reads fetch byte ranges on demand, so a reader holds one row group at a time whatever the
 segment's size, and every row group is verified before use.
@@ -27,6 +28,7 @@ import pyarrow as pa
 
 from replicator.core.aws.clients import s3_client, s3_errors
 from replicator.core.aws.errors import StorageError
+from replicator.core.aws.s3_streams import S3MultipartWriter, S3RangedReader
 from replicator.core.config import Config
 from replicator.core.segments.errors import SegmentKeyError
 from replicator.core.segments.format import (
@@ -40,6 +42,7 @@ from replicator.core.segments.key import (
     partition_s3_prefix,
     topic_s3_prefix,
 )
+from replicator.core.segments.selection import exported_end
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -57,152 +60,6 @@ class StoredSegment:
     size: int
     last_modified: datetime | None = None
     etag: str | None = None
-
-
-class MultipartSink(io.RawIOBase):
-    """A write-only stream that uploads ``part_size`` parts as it fills.
-
-    Nothing is visible at ``key`` until :meth:`complete`; :meth:`abort` discards the
-    parts. A stream that never fills one part is sent as a single PUT at completion.
-    """
-
-    def __init__(
-        self,
-        client: S3Client,
-        bucket: str,
-        key: str,
-        part_size: int,
-        extra_args: dict[str, str],
-    ) -> None:
-        super().__init__()
-        self._client = client
-        self._bucket = bucket
-        self._key = key
-        self._part_size = part_size
-        self._extra = extra_args
-        self._buffer = bytearray()
-        self._parts: list[dict[str, Any]] = []
-        self._upload_id: str | None = None
-        self._written = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        self._buffer += view
-        self._written += len(view)
-        while len(self._buffer) >= self._part_size:
-            self._upload_part(bytes(self._buffer[: self._part_size]))
-            del self._buffer[: self._part_size]
-        return len(view)
-
-    def tell(self) -> int:
-        return self._written
-
-    def _upload_part(self, body: bytes) -> None:
-        with s3_errors("multipart upload", self._bucket, self._key):
-            if self._upload_id is None:
-                response = self._client.create_multipart_upload(
-                    Bucket=self._bucket,
-                    Key=self._key,
-                    **self._extra,  # type: ignore[arg-type]
-                )
-                self._upload_id = response["UploadId"]
-            number = len(self._parts) + 1
-            part = self._client.upload_part(
-                Bucket=self._bucket,
-                Key=self._key,
-                UploadId=self._upload_id,
-                PartNumber=number,
-                Body=body,
-            )
-        self._parts.append({"PartNumber": number, "ETag": part["ETag"]})
-
-    def complete(self) -> int:
-        """Make the object visible; returns its size in bytes."""
-        if self._upload_id is None:
-            with s3_errors("put", self._bucket, self._key):
-                self._client.put_object(
-                    Bucket=self._bucket,
-                    Key=self._key,
-                    Body=bytes(self._buffer),
-                    **self._extra,  # type: ignore[arg-type]
-                )
-        else:
-            if self._buffer:
-                self._upload_part(bytes(self._buffer))
-            with s3_errors("complete multipart upload", self._bucket, self._key):
-                self._client.complete_multipart_upload(
-                    Bucket=self._bucket,
-                    Key=self._key,
-                    UploadId=self._upload_id,
-                    MultipartUpload={"Parts": self._parts},  # type: ignore[typeddict-item]
-                )
-        self._buffer = bytearray()
-        return self._written
-
-    def abort(self) -> None:
-        """Discard uploaded parts; the bucket's lifecycle rule is the backstop if this fails."""
-        self._buffer = bytearray()
-        if self._upload_id is None:
-            return
-        try:
-            self._client.abort_multipart_upload(
-                Bucket=self._bucket, Key=self._key, UploadId=self._upload_id
-            )
-        except Exception as exc:  # the original failure matters more; the lifecycle rule cleans up
-            log.warning(
-                "could not abort multipart upload of s3://%s/%s: %s", self._bucket, self._key, exc
-            )
-
-
-class RangedSource(io.RawIOBase):
-    """A read-only, seekable view of one S3 object that fetches byte ranges on demand.
-
-    Pinned to the ETag seen at open: if the object is replaced mid-read, reads fail
-    instead of mixing two versions.
-    """
-
-    def __init__(self, client: S3Client, bucket: str, key: str, size: int, etag: str) -> None:
-        super().__init__()
-        self._client = client
-        self._bucket = bucket
-        self._key = key
-        self._size = size
-        self._etag = etag
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def readinto(self, buffer: Any) -> int:
-        view = memoryview(buffer).cast("B")
-        end = min(self._size, self._pos + len(view))
-        if end <= self._pos:
-            return 0
-        with s3_errors("get", self._bucket, self._key):
-            body = self._client.get_object(
-                Bucket=self._bucket,
-                Key=self._key,
-                Range=f"bytes={self._pos}-{end - 1}",
-                IfMatch=self._etag,
-            )["Body"]
-            data = body.read()
-        view[: len(data)] = data
-        self._pos += len(data)
-        return len(data)
 
 
 class SpooledSegment:
@@ -302,9 +159,9 @@ class SegmentStore:
             args["StorageClass"] = chosen
         return args
 
-    def sink(self, s3_key: str, storage_class: str | None = None) -> MultipartSink:
+    def sink(self, s3_key: str, storage_class: str | None = None) -> S3MultipartWriter:
         """A multipart upload to ``s3_key`` with the store's storage class and encryption."""
-        return MultipartSink(
+        return S3MultipartWriter(
             self.client, self.bucket, s3_key, self.part_size, self._write_args(storage_class)
         )
 
@@ -376,7 +233,7 @@ class SegmentStore:
         if stored.etag is None:
             stored = self.stat(stored.segment_key)
         assert stored.etag is not None, "S3 returns an ETag for every object"
-        source = RangedSource(self.client, self.bucket, stored.s3_key, stored.size, stored.etag)
+        source = S3RangedReader(self.client, self.bucket, stored.s3_key, stored.size, stored.etag)
         buffered = io.BufferedReader(source, buffer_size=1024 * 1024)
         return SegmentReader(buffered, stored.segment_key, f"s3://{self.bucket}/{stored.s3_key}")
 
@@ -421,6 +278,11 @@ class SegmentStore:
                 )
         found.sort(key=lambda s: (s.segment_key.start, s.segment_key.level, s.segment_key.end))
         return found
+
+    def exported_end(self, region: str, topic: str, partition: int) -> int | None:
+        """The offset after the last one any segment of the partition covers (None:
+        no segment), at any level: where export continues."""
+        return exported_end(s.segment_key for s in self.list_segments(region, topic, partition))
 
     def list_partitions(self, region: str, topic: str) -> list[int]:
         head = topic_s3_prefix(self.prefix, region, topic)
