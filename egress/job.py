@@ -19,8 +19,9 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
+from egress.catalog import SourceCatalog
 from egress.errors import EgressFailedError
-from egress.kafka_source import KafkaSource, Planner
+from egress.kafka_source import KafkaSource
 from egress.metrics import EgressMetrics
 from egress.segment_sink import SegmentSink
 from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_to_option
@@ -103,12 +104,12 @@ class EgressJob:
 
     def run(self) -> EgressRun:
         Path(self.egress.state_dir).mkdir(parents=True, exist_ok=True)
-        planner = Planner(self.config)  # fails early on an unreachable broker or bad topic
-        planner.partitions()
-        metrics = EgressMetrics(self.config, planner)
+        catalog = SourceCatalog(self.config)
+        catalog.partitions()  # fails early on an unreachable broker or a missing topic
+        metrics = EgressMetrics(self.config, catalog)
         if self.egress.metrics_port is not None:
             metrics.serve(self.egress.metrics_port)
-        descriptors = DescriptorPublisher(self.config, planner)
+        descriptors = DescriptorPublisher(self.config, catalog)
         descriptors.publish()
 
         spark = self._spark or spark_session(

@@ -16,8 +16,8 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from egress.catalog import SourceCatalog
 from egress.driver_state import DriverState, PartitionStats
-from egress.kafka_source import Planner
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.metrics import serve
@@ -29,11 +29,11 @@ LABELS = ["region", "topic", "partition"]
 
 
 class EgressMetrics(Collector):
-    def __init__(self, config: Config, planner: Planner) -> None:
+    def __init__(self, config: Config, catalog: SourceCatalog) -> None:
         self.egress = required(config, "egress")
         self.region = self.egress.region
         self.state = DriverState(self.egress.state_dir)
-        self._planner = planner
+        self._catalog = catalog
         self._positions: dict[tuple[str, int], tuple[int | None, int]] = {}
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -69,9 +69,9 @@ class EgressMetrics(Collector):
     def refresh(self) -> None:
         """Read committed offsets and high watermarks from Kafka."""
         try:
-            tps = self._planner.partitions()
-            marks = self._planner.watermarks(tps)
-            committed = self._planner.committed(tps)
+            tps = self._catalog.partitions()
+            marks = self._catalog.watermarks(tps)
+            committed = self._catalog.committed(tps)
         except ReplicatorError as exc:
             log.warning("could not refresh egress positions: %s", exc)
             return

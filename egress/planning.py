@@ -18,6 +18,11 @@ traffic never holds back a busy one.
 
 Offsets travel through Spark as JSON: ``{"topic": {"partition": next_offset}}``, topics
 and partitions sorted, partitions as strings.
+
+One range convention throughout egress: ``start``/``end`` are half-open (``end`` is the next
+offset), as Kafka's and Spark's offsets are; ``first``/``last`` name inclusive offsets.
+The only place a half-open range becomes a segment key's inclusive covered range is
+:attr:`OffsetRange.last`.
 """
 
 from __future__ import annotations
@@ -27,6 +32,29 @@ from dataclasses import dataclass, field
 
 TopicPartitionKey = tuple[str, int]
 Offsets = dict[TopicPartitionKey, int]
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Offsets [start, end) of one partition: one planned segment range."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def count(self) -> int:
+        """Offsets in the range (records or not)."""
+        return self.end - self.start
+
+    @property
+    def last(self) -> int:
+        """The last offset in the range, inclusive: a segment key's covered end."""
+        return self.end - 1
+
+    def __str__(self) -> str:
+        return f"{self.topic} partition {self.partition} offsets {self.start}..{self.last}"
 
 
 def encode_offsets(offsets: Mapping[TopicPartitionKey, int]) -> dict[str, dict[str, int]]:

@@ -1,8 +1,9 @@
 """The rows egress passes from its Kafka source to its segment sink, as Arrow.
 
-Each Spark task handles one planned range of one partition. Its rows are one *range row*
-first (``offset`` null; ``topic``, ``partition``, ``range_start``, ``range_end`` set), then
-the records (``offset`` set, range columns null). The range row tells the sink which
+Each Spark task handles planned ranges of partitions. A range's rows are one *range row*
+first (``offset`` null; ``topic``, ``partition``, ``range_start``, ``range_end`` set: the
+half-open range [range_start, range_end)), then the records (``offset`` set, range
+columns null). The range row tells the sink which
 offsets the task covers even when the range holds no record at all (only transaction
 markers, or records compacted away), so that the sink can still write the segment that
 keeps the partition's offset space tiled.
@@ -19,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from egress.planning import OffsetRange
 from replicator.core.segments.format import SCHEMA
 
 SPARK_SCHEMA_DDL = (
@@ -45,13 +47,13 @@ ROW_SCHEMA = pa.schema(
 )
 
 
-def range_row(topic: str, partition: int, start: int, end: int) -> pa.RecordBatch:
-    """The first row of a task: the inclusive covered range [start, end]."""
+def range_row(planned: OffsetRange) -> pa.RecordBatch:
+    """The first row of a planned range."""
     columns: list[Any] = [
-        pa.array([topic], pa.string()),
-        pa.array([partition], pa.int32()),
-        pa.array([start], pa.int64()),
-        pa.array([end], pa.int64()),
+        pa.array([planned.topic], pa.string()),
+        pa.array([planned.partition], pa.int32()),
+        pa.array([planned.start], pa.int64()),
+        pa.array([planned.end], pa.int64()),
     ]
     columns += [pa.nulls(1, f.type) for f in ROW_SCHEMA][4:]
     return pa.RecordBatch.from_arrays(columns, schema=ROW_SCHEMA)

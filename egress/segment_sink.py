@@ -7,7 +7,8 @@ the records, so a replayed batch writes the same keys with the same records and 
 segments of a partition ever overlap.
 
 ``commit`` runs on the driver once every task of a batch succeeded: it commits the egress
-consumer group's offsets and updates the driver's statistics (keyed by batch id, so a
+consumer group's offsets (here, next to the segments they follow) and updates the driver's
+statistics (keyed by batch id, so a
 replayed commit counts nothing twice).
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceStreamArrowWriter,
@@ -28,10 +30,11 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from egress.driver_state import DriverState, PartitionStats
-from egress.kafka_source import commit_offsets
+from egress.planning import OffsetRange, Offsets
 from egress.record_arrow import record_bytes, rows_to_segment
 from egress.spark_options import CONFIG_OPTION, config_from_options
 from replicator.core.config import Config, required
+from replicator.core.kafka.clients import client_config
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import SegmentStore, SpooledSegment
 
@@ -42,8 +45,7 @@ SINK_NAME = "replicator_segments"
 
 @dataclass(frozen=True)
 class WrittenSegment:
-    start: int
-    end: int
+    segment_key: SegmentKey
     records: int
     record_bytes: int
     size: int
@@ -51,10 +53,7 @@ class WrittenSegment:
 
 @dataclass
 class WrittenRange:
-    topic: str
-    partition: int
-    start: int
-    end: int
+    planned: OffsetRange
     segments: list[WrittenSegment] = field(default_factory=list)
 
 
@@ -88,28 +87,26 @@ def split_points(sizes: np.ndarray, already: int, max_bytes: int) -> list[int]:
 
 
 class RangeWriter:
-    """Writes the segments covering one planned range [start, end]."""
+    """Writes the segments covering one planned range, in order, with no gap."""
 
     def __init__(
-        self, store: SegmentStore, region: str, written: WrittenRange, max_bytes: int
+        self, store: SegmentStore, region: str, planned: OffsetRange, max_bytes: int
     ) -> None:
         self._store = store
         self._region = region
-        self.written = written
+        self.written = WrittenRange(planned)
         self._max_bytes = max_bytes
-        self._next_start = written.start
+        self._next_start = planned.start
+        """First offset the next segment covers."""
         self._open: SpooledSegment | None = None
         self._bytes = 0
 
     def _segment(self) -> SpooledSegment:
         if self._open is None:
+            planned = self.written.planned
+            # The segment may end before planned.last: the spool chooses its end at close.
             key = SegmentKey(
-                self._region,
-                self.written.topic,
-                self.written.partition,
-                0,
-                self._next_start,
-                self.written.end,
+                self._region, planned.topic, planned.partition, 0, self._next_start, planned.last
             )
             self._open = self._store.spooled(key)
             self._bytes = 0
@@ -127,23 +124,22 @@ class RangeWriter:
             self._segment().write(batch.slice(position))
             self._bytes += int(sizes[position:].sum())
 
-    def _close(self, end: int) -> None:
+    def _close(self, last: int) -> None:
+        """Close the open segment covering up to offset ``last`` (inclusive)."""
         segment = self._segment()
         records = segment.writer.record_count
-        stored, _ = segment.close(end)
+        stored, _ = segment.close(last)
         self.written.segments.append(
-            WrittenSegment(
-                stored.segment_key.start, stored.segment_key.end, records, self._bytes, stored.size
-            )
+            WrittenSegment(stored.segment_key, records, self._bytes, stored.size)
         )
         self._open = None
-        self._next_start = end + 1
+        self._next_start = last + 1
 
     def finish(self) -> WrittenRange:
         """Close the last segment at the range end (it may hold no record: the offsets left
         are markers or compacted away, and the range must still be covered)."""
-        if self._open is not None or self._next_start <= self.written.end:
-            self._close(self.written.end)
+        if self._open is not None or self._next_start < self.written.planned.end:
+            self._close(self.written.planned.last)
         return self.written
 
     def abort(self) -> None:
@@ -184,15 +180,14 @@ def write_ranges(config: Config, batches: Iterator[pa.RecordBatch]) -> list[Writ
 def _start_range(
     store: SegmentStore, region: str, config: Config, batch: pa.RecordBatch, row: int
 ) -> RangeWriter:
-    topic = batch.column("topic")[row].as_py()
-    written = WrittenRange(
-        topic,
+    planned = OffsetRange(
+        batch.column("topic")[row].as_py(),
         batch.column("partition")[row].as_py(),
         batch.column("range_start")[row].as_py(),
         batch.column("range_end")[row].as_py(),
     )
-    limits = required(config, "egress").thresholds(topic)
-    return RangeWriter(store, region, written, limits.max_segment_bytes)
+    limits = required(config, "egress").thresholds(planned.topic)
+    return RangeWriter(store, region, planned, limits.max_segment_bytes)
 
 
 def _feed(writer: RangeWriter | None, rows: pa.RecordBatch) -> None:
@@ -201,6 +196,29 @@ def _feed(writer: RangeWriter | None, rows: pa.RecordBatch) -> None:
     if writer is None:
         raise ValueError("records arrived before their range row: the plan is broken")
     writer.add(rows_to_segment(rows))
+
+
+def commit_group_offsets(config: Config, offsets: Offsets) -> None:
+    """Commit the egress consumer group's offsets so that standard lag tools see progress.
+
+    Called once a batch's segments are durable. A failure is logged, not raised: progress
+    is safe in Spark's checkpoint and the bucket, and the next batch commits again.
+    """
+    if not offsets:
+        return
+    egress = required(config, "egress")
+    consumer = Consumer(client_config(config.region(egress.region).kafka, group_id=egress.group_id))
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())],
+            asynchronous=False,
+        )
+    except KafkaException as exc:
+        log.warning(
+            "could not commit egress offsets to group %s: %s", egress.group_id, exc.args[0].str()
+        )
+    finally:
+        consumer.close()
 
 
 class SegmentStreamWriter(DataSourceStreamArrowWriter):
@@ -215,12 +233,12 @@ class SegmentStreamWriter(DataSourceStreamArrowWriter):
         offsets, then count the batch. Both are idempotent for a replayed batch."""
         config = config_from_options(self._options)
         ends = {
-            (r.topic, r.partition): r.end + 1
+            (r.planned.topic, r.planned.partition): r.planned.end
             for m in messages
             if isinstance(m, SegmentsWritten)
             for r in m.ranges
         }
-        commit_offsets(config, ends)
+        commit_group_offsets(config, ends)
         record_batch(DriverState(required(config, "egress").state_dir), messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -240,9 +258,10 @@ def record_batch(
         if not isinstance(message, SegmentsWritten):
             continue
         for written in message.ranges:
-            entry = stats.setdefault((written.topic, written.partition), PartitionStats())
-            entry.offsets += written.end - written.start + 1
-            entry.next_offset = max(entry.next_offset, written.end + 1)
+            planned = written.planned
+            entry = stats.setdefault((planned.topic, planned.partition), PartitionStats())
+            entry.offsets += planned.count
+            entry.next_offset = max(entry.next_offset, planned.end)
             for segment in written.segments:
                 entry.records += segment.records
                 entry.bytes += segment.record_bytes

@@ -10,12 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import ConfigResource
-
-from egress.kafka_source import Planner
+from egress.catalog import SourceCatalog
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
+from replicator.core.kafka.errors import BrokerError
 from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 
@@ -47,10 +45,10 @@ def describe(topic: str, partitions: int, configs: dict[str, str], region: str) 
 
 
 class DescriptorPublisher:
-    def __init__(self, config: Config, planner: Planner) -> None:
+    def __init__(self, config: Config, catalog: SourceCatalog) -> None:
         self.config = config
         self.egress = required(config, "egress")
-        self._planner = planner
+        self._catalog = catalog
         self._store = SegmentStore.for_region(config, self.egress.region)
         self._published: dict[str, dict[str, Any]] = {}
 
@@ -59,7 +57,7 @@ class DescriptorPublisher:
         broker or bucket hiccup (the next call retries)."""
         try:
             counts: dict[str, int] = {}
-            for topic, _partition in self._planner.partitions():
+            for topic, _partition in self._catalog.partitions():
                 counts[topic] = counts.get(topic, 0) + 1
             for topic, count in sorted(counts.items()):
                 descriptor = describe(topic, count, self._configs(topic), self.egress.region)
@@ -78,10 +76,8 @@ class DescriptorPublisher:
             log.warning("could not refresh topic descriptors: %s", exc)
 
     def _configs(self, topic: str) -> dict[str, str]:
-        resource = ConfigResource("topic", topic)
         try:
-            entries = self._planner.admin.describe_configs([resource])[resource].result(timeout=30)
-        except KafkaException as exc:
-            log.warning("cannot describe configs of topic %s: %s", topic, exc.args[0].str())
+            return self._catalog.topic_configs(topic)
+        except BrokerError as exc:
+            log.warning("%s", exc)
             return {}
-        return {name: entry.value for name, entry in entries.items() if entry.value is not None}

@@ -7,10 +7,10 @@ import shutil
 import pytest
 from confluent_kafka import Producer
 
+from egress.catalog import SourceCatalog
 from egress.driver_state import DriverState
 from egress.errors import EgressFailedError
 from egress.job import EgressJob
-from egress.kafka_source import Planner
 from egress.metrics import EgressMetrics
 from tests.fixtures.egress import create_topic, finish_bursts
 from tests.fixtures.independent import assert_tiles, read_partition, s3_segments
@@ -106,7 +106,7 @@ def test_offsets_the_source_no_longer_holds_stop_egress_with_the_range(
     assert {(e["topic"], e["partition"], e["first"], e["last"]) for e in events} >= {
         (topic, 0, 0, 5)
     }
-    metrics = {m.name: m for m in EgressMetrics(config, Planner(config)).collect()}
+    metrics = {m.name: m for m in EgressMetrics(config, SourceCatalog(config)).collect()}
     samples = metrics["replicator_egress_data_loss_events"].samples
     assert any(s.labels["topic"] == topic and s.value >= 1 for s in samples)
 

@@ -2,6 +2,7 @@ import numpy as np
 import pyarrow as pa
 
 from egress.driver_state import DriverState
+from egress.planning import OffsetRange
 from egress.record_arrow import ROW_SCHEMA, range_row, record_bytes, rows_to_segment
 from egress.segment_sink import (
     SegmentsWritten,
@@ -10,6 +11,7 @@ from egress.segment_sink import (
     record_batch,
     split_points,
 )
+from replicator.core.segments.key import SegmentKey
 from tests.fixtures.records import every_shape, to_batch
 
 
@@ -62,7 +64,9 @@ def _rows(records):
 
 def test_rows_round_trip_to_the_segment_schema_and_drop_range_rows():
     records = every_shape(start=10)
-    rows = pa.Table.from_batches([range_row("t", 0, 10, 19), _rows(records)]).combine_chunks()
+    rows = pa.Table.from_batches(
+        [range_row(OffsetRange("t", 0, 10, 20)), _rows(records)]
+    ).combine_chunks()
     segment = rows_to_segment(rows.to_batches()[0])
     assert segment.to_pylist() == to_batch(records).to_pylist()
 
@@ -70,7 +74,12 @@ def test_rows_round_trip_to_the_segment_schema_and_drop_range_rows():
 def test_statistics_count_each_batch_once(tmp_path):
     state = DriverState(tmp_path)
     message = SegmentsWritten(
-        [WrittenRange("t", 1, 0, 99, [WrittenSegment(0, 99, 90, 9000, 4000)])]
+        [
+            WrittenRange(
+                OffsetRange("t", 1, 0, 100),
+                [WrittenSegment(SegmentKey("r", "t", 1, 0, 0, 99), 90, 9000, 4000)],
+            )
+        ]
     )
     record_batch(state, [message], 0)
     record_batch(state, [message], 0)  # a replayed commit
