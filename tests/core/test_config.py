@@ -208,3 +208,18 @@ def test_part_size_below_the_s3_minimum_is_rejected():
     [(path, message)] = problems('[s3]\nmultipart_part_size = "1MiB"\n' + MINIMAL)
     assert path == "s3"
     assert "between 5MiB and 5GiB" in message
+
+
+def test_a_missing_required_section_names_the_file_and_the_key():
+    config = parse(MINIMAL)
+    for section in ("egress", "ingress", "compaction"):
+        with pytest.raises(ConfigError) as info:
+            required(config, section)
+        assert info.value.problems == [(section, f"missing [{section}] section")]
+        assert str(info.value) == f"test.toml: {section}: missing [{section}] section"
+
+
+def test_the_example_config_names_its_file_in_errors():
+    config = load_config(ROOT / "config.example.toml")
+    assert config.source.endswith("config.example.toml")
+    assert required(config, "egress").region == "us-east-1"

@@ -1,0 +1,41 @@
+"""Kafka errors keep their code, and the writer tells fencing from other failures."""
+
+from collections.abc import Callable
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
+from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.core.kafka.errors import BrokerError, OwnershipLostError
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.writer import FENCING_CODES, PartitionWriter
+
+
+def test_broker_error_keeps_the_kafka_code_and_retriability():
+    error = BrokerError.from_kafka(
+        "reading t partition 0", KafkaError(KafkaError._TRANSPORT, "down", retriable=True)
+    )
+    assert error.code == KafkaError._TRANSPORT
+    assert error.retriable
+    assert str(error) == "reading t partition 0: down"
+    assert BrokerError("timed out").code is None
+
+
+def raising(code: int) -> Callable[[], None]:
+    def action() -> None:
+        raise KafkaException(KafkaError(code, "from the broker"))
+
+    return action
+
+
+@pytest.mark.parametrize("code", sorted(FENCING_CODES))
+def test_the_writer_reports_fencing_as_lost_ownership_with_its_code(code):
+    kafka = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted
+    target = WriteTarget(SourcePartition("us-east-1", "t", 0), "t.copy", 0)
+    writer = PartitionWriter(kafka, "g", target, CheckpointStore(kafka, "cp", 1))
+    with pytest.raises(OwnershipLostError) as lost:
+        writer._call(raising(code))
+    assert lost.value.code == code
+    with pytest.raises(BrokerError) as other:
+        writer._call(raising(KafkaError._TIMED_OUT))
+    assert type(other.value) is BrokerError and other.value.code == KafkaError._TIMED_OUT
