@@ -19,19 +19,22 @@ from replicator.core.config import Config, load_config
 
 SOURCE_REGION = "us-east-1"
 DESTINATION_REGION = "us-west-1"
+LOCAL_PREFIX = "data"
+"""The S3 key prefix of every local stack (the config's default, written out)."""
 
 
-def local_regions(name: str, *, s3_prefix: str = "", token: str = "") -> str:
+def local_regions(name: str, *, token: str = "") -> str:
     """``[s3]`` and both ``[regions.*]`` sections on fresh free ports.
 
-    Buckets are ``{name}-{region}{-token}``, the queue ``{name}-us-west-1-events{-token}``;
-    ``name`` is also the (local, meaningless) access key. Append the job sections.
+    Buckets are ``{name}-{region}{-token}``, the queue ``{name}-us-west-1-events{-token}``,
+    segments under the prefix ``data``; ``name`` is also the (local, meaningless) access
+    key. Append the job sections.
     """
     suffix = f"-{token}" if token else ""
     return f"""\
 [s3]
 endpoint_url = "http://127.0.0.1:{free_port()}"
-prefix = "{s3_prefix}"
+prefix = "{LOCAL_PREFIX}"
 access_key_id = "{name}"
 secret_access_key = "{name}"
 

@@ -53,6 +53,8 @@ from replicator.core.segments.selection import (
 )
 from replicator.core.segments.store import StoredSegment
 
+log = logging.getLogger(__name__)
+
 
 class TableSource(Protocol):
     def iter_tables(self) -> Iterator[pa.Table]: ...
@@ -65,9 +67,6 @@ class SegmentSource(Protocol):
     def list_segments(self, region: str, topic: str, partition: int) -> list[StoredSegment]: ...
 
     def open(self, segment: StoredSegment) -> TableSource: ...
-
-
-log = logging.getLogger(__name__)
 
 
 @dataclass

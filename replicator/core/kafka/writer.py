@@ -1,5 +1,5 @@
-"""The exactly-once writer of one destination partition, shared by every producer of
-replicated records (ingress, relay, restore).
+"""The exactly-once writer of one destination partition: the one way replicated records
+are produced (ingress uses it; the direct relay and restore are to use it, never a copy).
 
 Exactly once across crashes rests on two things together:
 
