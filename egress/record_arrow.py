@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from egress.planning import OffsetRange
+from replicator.core.kafka.records import message_columns
 from replicator.core.segments.format import SCHEMA
 
 SPARK_SCHEMA_DDL = (
@@ -62,32 +63,17 @@ def range_row(planned: OffsetRange) -> pa.RecordBatch:
 def messages_to_rows(messages: Sequence[Any]) -> pa.RecordBatch:
     """confluent-kafka messages (no errors) of one partition -> record rows."""
     n = len(messages)
-    timestamps = [m.timestamp() for m in messages]
-    headers = [m.headers() for m in messages]
-    counts = np.fromiter((len(h) if h else 0 for h in headers), dtype=np.int32, count=n)
-    list_offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(counts, out=list_offsets[1:])
-    flat = [pair for h in headers if h for pair in h]
-    header_structs = pa.StructArray.from_arrays(
+    columns = message_columns(messages, _HEADERS_TYPE)
+    return pa.RecordBatch.from_arrays(
         [
-            pa.array([k for k, _ in flat], pa.string()),
-            pa.array([v for _, v in flat], pa.binary()),
+            pa.nulls(n, pa.string()),
+            pa.nulls(n, pa.int32()),
+            pa.nulls(n, pa.int64()),
+            pa.nulls(n, pa.int64()),
+            *columns,
         ],
-        fields=list(_HEADERS_TYPE.value_type),
+        schema=ROW_SCHEMA,
     )
-    columns: list[Any] = [
-        pa.nulls(n, pa.string()),
-        pa.nulls(n, pa.int32()),
-        pa.nulls(n, pa.int64()),
-        pa.nulls(n, pa.int64()),
-        pa.array([m.offset() for m in messages], pa.int64()),
-        pa.array([t[1] for t in timestamps], pa.int64()),
-        pa.array([t[0] for t in timestamps], pa.int8()),
-        pa.array([m.key() for m in messages], pa.binary()),
-        pa.array([m.value() for m in messages], pa.binary()),
-        pa.ListArray.from_arrays(pa.array(list_offsets), header_structs, type=_HEADERS_TYPE),
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=ROW_SCHEMA)
 
 
 def rows_to_segment(batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -96,12 +96,14 @@ class StackSpec:
         for name, region in config.regions.items():
             host, port = _single_local_address(region.kafka.bootstrap_servers, f"regions.{name}")
             brokers[name] = (host, port)
-        queues = {r.bucket: r.sqs_queue for r in config.regions.values() if r.sqs_queue}
+        queues = {
+            r.bucket: r.sqs_queue for r in config.regions.values() if r.bucket and r.sqs_queue
+        }
         pairs: list[tuple[str, str]] = []
         if config.ingress:
-            destination = config.region(config.ingress.region).bucket
+            destination = config.bucket(config.ingress.region)
             for source in config.ingress.sources:
-                pair = (config.region(source.region).bucket, destination)
+                pair = (config.bucket(source.region), destination)
                 if pair not in pairs:
                     pairs.append(pair)
         secret = config.s3.secret_access_key
@@ -112,7 +114,9 @@ class StackSpec:
             access_key_id=config.s3.access_key_id or "test",
             secret_access_key=secret.get_secret_value() if secret else "test",
             brokers=brokers,
-            buckets={r.bucket: r.aws_region or name for name, r in config.regions.items()},
+            buckets={
+                r.bucket: r.aws_region or name for name, r in config.regions.items() if r.bucket
+            },
             queues=queues,
             replication=tuple(pairs),
         )

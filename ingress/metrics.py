@@ -21,6 +21,12 @@ class IngressMetrics:
         self.bytes = Counter(
             "replicator_ingress_bytes", "Key and value bytes produced", LABELS, registry=r
         )
+        self.records_filtered = Counter(
+            "replicator_ingress_records_filtered",
+            "Records the source's filters dropped (their offsets still count as replayed)",
+            LABELS,
+            registry=r,
+        )
         self.segments_read = Counter(
             "replicator_ingress_segments_read", "Segments replayed completely", LABELS, registry=r
         )

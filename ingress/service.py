@@ -23,8 +23,9 @@ from ingress.segment_events import SegmentEvent, events_partition
 from ingress.sqs_bridge import SqsBridge
 from ingress.worker import PartitionWorker
 from replicator.core.aws.errors import ObjectNotFoundError
-from replicator.core.config import Config, IngressSource, required
+from replicator.core.config import Config, IngressSource, key_path, required
 from replicator.core.errors import ReplicatorError
+from replicator.core.filters import load_chain
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_topic
 from replicator.core.kafka.errors import BrokerError
@@ -53,6 +54,12 @@ class IngressService:
         self.kafka = client_config(config.region(self.region).kafka)
         self.metrics = IngressMetrics()
         self.store = SegmentStore.for_region(config, self.region)
+        self._filters = {
+            (s.region, s.topic): load_chain(
+                s.filters, key_path(("ingress", "sources", i, "filters")), config.source
+            )
+            for i, s in enumerate(self.ingress.sources)
+        }
         self.checkpoints = CheckpointStore(
             self.kafka, self.ingress.checkpoint_topic, self.ingress.checkpoint_partitions
         )
@@ -238,6 +245,7 @@ class IngressService:
             self.metrics,
             open_writer=self._writer,
             segments=SegmentStore.for_region(self.config, self.region),
+            filters=self._filters[(key.origin, key.topic)],
             stop_at_end=self.stop_at_end,
             read_slots=self._read_slots,
         )

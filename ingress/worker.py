@@ -33,6 +33,8 @@ from ingress.segment_events import REMOVED, SegmentEvent
 from replicator.core.aws.errors import ObjectNotFoundError
 from replicator.core.config import Config, IngressSource, required
 from replicator.core.errors import ReplicatorError
+from replicator.core.filters import FilterChain
+from replicator.core.filters.errors import FilterError
 from replicator.core.kafka.checkpoints import WriteTarget
 from replicator.core.kafka.errors import OwnershipLostError, RecordTooLargeError
 from replicator.core.kafka.provenance import SourcePartition
@@ -87,6 +89,7 @@ class PartitionWorker(threading.Thread):
         *,
         open_writer: Callable[[WriteTarget], RecordWriter],
         segments: SegmentSource,
+        filters: FilterChain | None = None,
         stop_at_end: bool = False,
         read_slots: threading.Semaphore | None = None,
     ) -> None:
@@ -104,6 +107,7 @@ class PartitionWorker(threading.Thread):
         self.failure: BaseException | None = None
         self._stopping = threading.Event()
         self._store = segments
+        self._filters = filters or FilterChain([])
         self._index: dict[SegmentKey, StoredSegment] = {}
         self._end: int | None = None
         """With ``stop_at_end``: the half-open end of the segments present at start."""
@@ -276,10 +280,12 @@ class PartitionWorker(threading.Thread):
                         continue
                     if offsets[0].as_py() < next_offset:
                         table = table.filter(pc.greater_equal(offsets, next_offset))
-                    writer.write(table)
-                    self._count(table)
+                    kept = self._filters.apply(table, self.source.topic, self.partition)
+                    if kept.num_rows:
+                        writer.write(kept)
+                    self._count(kept, filtered=table.num_rows - kept.num_rows)
                     next_offset = produced_until = table.column("offset")[-1].as_py() + 1
-                    del table, offsets
+                    del table, offsets, kept
                 if time.monotonic() - opened >= self.ingress.checkpoint_interval:
                     writer.commit(next_offset)
                     self.status.next_offset = next_offset
@@ -301,6 +307,9 @@ class PartitionWorker(threading.Thread):
         except (CorruptSegmentError, SegmentMismatchError) as exc:
             self._commit_progress(writer, produced_until)
             raise PartitionHaltedError(f"cannot replay {exc}") from None
+        except FilterError as exc:
+            self._commit_progress(writer, produced_until)
+            raise PartitionHaltedError(f"{exc} (records from offset {next_offset})") from None
         self._commit_progress(writer, produced_until)
         return next_offset
 
@@ -312,7 +321,11 @@ class PartitionWorker(threading.Thread):
 
     # -- bookkeeping ----------------------------------------------------------------------
 
-    def _count(self, table: Any) -> None:
+    def _count(self, table: Any, filtered: int = 0) -> None:
+        if filtered:
+            self.metrics.records_filtered.labels(*self._labels).inc(filtered)
+        if len(table) == 0:
+            return
         size = sum(pc.sum(pc.binary_length(table.column(c))).as_py() or 0 for c in ("key", "value"))
         self.metrics.records.labels(*self._labels).inc(len(table))
         self.metrics.bytes.labels(*self._labels).inc(size)

@@ -67,9 +67,9 @@ first_segment_delay = "0s"
         listing = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
         return {item["Key"] for item in listing.get("Contents", [])}
 
-    source_keys = keys(config.region(SOURCE).bucket)
+    source_keys = keys(config.bucket(SOURCE))
     deadline = time.monotonic() + 60
-    while keys(config.region(DESTINATION).bucket) != source_keys:
+    while keys(config.bucket(DESTINATION)) != source_keys:
         assert time.monotonic() < deadline, "replication did not copy every segment"
         time.sleep(0.3)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, overload
 
@@ -106,7 +106,10 @@ class KafkaConfig(_Model):
 
 
 class RegionConfig(_Model):
-    bucket: str = Field(min_length=3, max_length=63)
+    """A named cluster, and the bucket (and queue) of its region. A cluster that only a
+    relay reads or writes may be named with Kafka settings alone."""
+
+    bucket: str | None = Field(default=None, min_length=3, max_length=63)
     kafka: KafkaConfig
     sqs_queue: str | None = None
     """Queue receiving this region's bucket notifications (needed where ingress runs)."""
@@ -213,11 +216,22 @@ class EgressConfig(_Model):
         return self.defaults.model_copy(update=overrides.model_dump(exclude_none=True))
 
 
+class FilterSpec(_Model):
+    """A record filter: ``plugin`` names a callable ``module:attribute`` that receives
+    ``config`` once and returns the filter (see :mod:`replicator.core.filters`)."""
+
+    plugin: Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
+    """``module:attribute``; the pattern is matched by pydantic's engine, where ``$`` is
+    the very end of the text."""
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
 class IngressSource(_Model):
     region: RegionName
     topic: TopicName
     destination_topic: TopicName | None = None
     """Defaults to the source topic's name."""
+    filters: list[FilterSpec] = Field(default_factory=list)
     first_segment_delay: Duration = 300.0
     late_segment_retries: Annotated[int, Field(ge=0)] = 5
     lost_segment_timeout: Duration = 3600.0
@@ -255,6 +269,50 @@ class IngressConfig(_Model):
             if (source.region, source.topic) == (region, topic):
                 return source
         raise KeyError(f"no ingress source {region}/{topic}")
+
+
+class RelayTopic(_Model):
+    source_topic: TopicName
+    destination_topic: TopicName | None = None
+    """Defaults to the source topic's name (not allowed where a source is the destination)."""
+    destination_partition: Annotated[int, Field(ge=0)] | None = None
+    """Every source partition into this one (order kept per source partition); by default
+    each source partition into the destination partition of the same number."""
+    filters: list[FilterSpec] = Field(default_factory=list)
+
+    @property
+    def destination(self) -> str:
+        return self.destination_topic or self.source_topic
+
+
+class RelayConfig(_Model):
+    mode: Literal["single", "failover"] = "single"
+    sources: list[RegionName] = Field(min_length=1)
+    """Upstream clusters, in order of preference; ``single`` uses the first. In
+    ``failover`` they must be identical: the same records at the same offsets."""
+    destination: RegionName
+    lag_threshold: PositiveInt = 10_000
+    """Records the current upstream may trail the most advanced healthy one by."""
+    health_check_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 1.0
+    checkpoint_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 0.2
+    """Longest a transaction (records plus their checkpoint) stays open."""
+    group_id: str = Field(default="replicator-relay", min_length=1)
+    checkpoint_topic: TopicName = "replicator.checkpoint"
+    checkpoint_partitions: PositiveInt = 8
+    assignment_topic: TopicName = "replicator.relay.assignments"
+    assignment_partitions: PositiveInt = 16
+    """Units of work placement, as ingress's events topic: each instance relays the source
+    partitions hashed to the partitions of this topic the group assigns it."""
+    start_from: Literal["earliest", "latest"] = "earliest"
+    """Where a partition never relayed before starts."""
+    metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    topics: list[RelayTopic] = Field(min_length=1)
+
+    @property
+    def origin(self) -> str:
+        """The name provenance and checkpoints give the upstream offsets: the first source
+        (identical upstreams share their offsets, so one name serves them all)."""
+        return self.sources[0]
 
 
 class CompactionTopicConfig(_Model):
@@ -298,6 +356,7 @@ class Config(_Model):
     egress: EgressConfig | None = None
     ingress: IngressConfig | None = None
     compaction: CompactionConfig | None = None
+    relay: RelayConfig | None = None
 
     _source: str = PrivateAttr(default="config")
 
@@ -310,6 +369,14 @@ class Config(_Model):
         """The named region; references are checked at load, so this cannot miss."""
         return self.regions[name]
 
+    def bucket(self, region: str) -> str:
+        """The region's bucket; regions that egress, ingress or compaction use are checked
+        to have one at load."""
+        bucket = self.regions[region].bucket
+        if bucket is None:
+            raise ConfigError(self.source, [(key_path(("regions", region, "bucket")), "missing")])
+        return bucket
+
 
 @overload
 def required(config: Config, section: Literal["egress"]) -> EgressConfig: ...
@@ -317,13 +384,17 @@ def required(config: Config, section: Literal["egress"]) -> EgressConfig: ...
 def required(config: Config, section: Literal["ingress"]) -> IngressConfig: ...
 @overload
 def required(config: Config, section: Literal["compaction"]) -> CompactionConfig: ...
+@overload
+def required(config: Config, section: Literal["relay"]) -> RelayConfig: ...
 def required(
-    config: Config, section: Literal["egress", "ingress", "compaction"]
-) -> EgressConfig | IngressConfig | CompactionConfig:
+    config: Config, section: Literal["egress", "ingress", "compaction", "relay"]
+) -> EgressConfig | IngressConfig | CompactionConfig | RelayConfig:
     """The config's ``[section]``, or a :class:`ConfigError` naming the file and the key.
 
     The one way to get a section a command cannot run without."""
-    value: EgressConfig | IngressConfig | CompactionConfig | None = getattr(config, section)
+    value: EgressConfig | IngressConfig | CompactionConfig | RelayConfig | None = getattr(
+        config, section
+    )
     if value is None:
         raise ConfigError(config.source, [(section, f"missing [{section}] section")])
     return value
@@ -429,14 +500,20 @@ def _check_references(config: Config) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     known = ", ".join(sorted(config.regions)) or "none"
 
-    def need(region: str, where: str) -> None:
+    def need(region: str, where: str, *, bucket: bool = True) -> None:
         if region not in config.regions:
             problems.append((where, f"region {region!r} is not defined under [regions] ({known})"))
+        elif bucket and config.regions[region].bucket is None:
+            problems.append(
+                (key_path(("regions", region, "bucket")), f"{where} needs this region's bucket")
+            )
 
     if config.egress:
         need(config.egress.region, "egress.region")
     if config.compaction:
         need(config.compaction.region, "compaction.region")
+    if config.relay:
+        problems += _check_relay(config.relay, need)
     if config.ingress:
         ingress = config.ingress
         need(ingress.region, "ingress.region")
@@ -463,4 +540,38 @@ def _check_references(config: Config) -> list[tuple[str, str]]:
                     )
                 )
             destinations.setdefault(source.destination, i)
+    return problems
+
+
+def _check_relay(relay: RelayConfig, need: Callable[..., None]) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for i, source in enumerate(relay.sources):
+        need(source, key_path(("relay", "sources", i)), bucket=False)
+    need(relay.destination, "relay.destination", bucket=False)
+    if relay.mode == "failover" and len(set(relay.sources)) < 2:
+        problems.append(("relay.sources", "failover needs at least two different upstreams"))
+    if len(set(relay.sources)) != len(relay.sources):
+        problems.append(("relay.sources", "an upstream is listed twice"))
+    destinations: dict[str, int] = {}
+    loops = relay.destination in relay.sources
+    for i, topic in enumerate(relay.topics):
+        where = key_path(("relay", "topics", i, "destination_topic"))
+        if loops and topic.destination == topic.source_topic:
+            problems.append(
+                (
+                    where,
+                    f"relay.destination {relay.destination!r} is also a source: "
+                    f"{topic.source_topic!r} would be relayed into itself (a loop); "
+                    "name another destination_topic",
+                )
+            )
+        if topic.destination in destinations:
+            problems.append(
+                (
+                    where,
+                    f"topic {topic.destination!r} is already the destination of "
+                    f"relay.topics[{destinations[topic.destination]}]",
+                )
+            )
+        destinations.setdefault(topic.destination, i)
     return problems

@@ -68,7 +68,7 @@ def test_kill_9_at_three_moments_leaves_each_record_exactly_once(
 
     EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
 
-    segments = s3_segments(local_stack.s3(), config.region(SOURCE).bucket, "data", SOURCE, topic)
+    segments = s3_segments(local_stack.s3(), config.bucket(SOURCE), "data", SOURCE, topic)
     for partition in range(PARTITIONS):
         source = read_partition(local_stack.bootstrap(SOURCE), topic, partition)
         assert_tiles(segments[partition], 0, source[-1][0])

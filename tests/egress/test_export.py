@@ -59,7 +59,7 @@ def test_segments_tile_each_partition_and_hold_exactly_the_committed_records(
 
     run_to_end(config, spark)
 
-    segments = s3_segments(local_stack.s3(), config.region(SOURCE).bucket, "data", SOURCE, topic)
+    segments = s3_segments(local_stack.s3(), config.bucket(SOURCE), "data", SOURCE, topic)
     assert sorted(segments) == list(range(PARTITIONS))
     for partition in range(PARTITIONS):
         low, high = watermarks(bootstrap, topic, partition)
@@ -92,7 +92,7 @@ def test_descriptor_statistics_and_group_offsets_are_published(
 
     s3 = local_stack.s3()
     descriptor = s3.get_object(
-        Bucket=config.region(SOURCE).bucket, Key=f"data/{SOURCE}/{topic}/_topic.json"
+        Bucket=config.bucket(SOURCE), Key=f"data/{SOURCE}/{topic}/_topic.json"
     )["Body"].read()
     import json
 

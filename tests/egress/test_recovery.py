@@ -31,7 +31,7 @@ def run(config, spark):
 
 
 def keys_by_partition(local_stack, config, topic):
-    found = s3_segments(local_stack.s3(), config.region(SOURCE).bucket, "data", SOURCE, topic)
+    found = s3_segments(local_stack.s3(), config.bucket(SOURCE), "data", SOURCE, topic)
     return {p: [(s.start, s.end) for s in segs] for p, segs in found.items()}, found
 
 

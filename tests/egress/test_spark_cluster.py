@@ -26,7 +26,7 @@ def test_egress_runs_on_a_standalone_cluster(
         assert process.wait(300) == 0, log.read_text()[-5000:]
     finally:
         kill_group(process)
-    segments = s3_segments(local_stack.s3(), config.region(SOURCE).bucket, "data", SOURCE, topic)
+    segments = s3_segments(local_stack.s3(), config.bucket(SOURCE), "data", SOURCE, topic)
     for partition in range(PARTITIONS):
         source = read_partition(local_stack.bootstrap(SOURCE), topic, partition)
         assert_tiles(segments[partition], 0, source[-1][0])

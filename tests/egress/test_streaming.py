@@ -63,7 +63,7 @@ def test_streaming_picks_up_new_topics_serves_metrics_and_stops_cleanly_on_sigte
         assert process.wait(120) == 0, log.read_text()[-3000:]
     finally:
         kill_group(process)
-    segments = s3_segments(local_stack.s3(), config.region(SOURCE).bucket, "data", SOURCE, second)
+    segments = s3_segments(local_stack.s3(), config.bucket(SOURCE), "data", SOURCE, second)
     assert_tiles(segments[0], 0, 15)
     assert [r for s in segments[0] for r in s.records()] == read_partition(
         local_stack.bootstrap(SOURCE), second, 0

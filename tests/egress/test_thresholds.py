@@ -14,7 +14,7 @@ from tests.fixtures.stack import SOURCE
 
 
 def _segments(local_stack, config, topic):
-    return s3_segments(local_stack.s3(), config.region(SOURCE).bucket, "data", SOURCE, topic)
+    return s3_segments(local_stack.s3(), config.bucket(SOURCE), "data", SOURCE, topic)
 
 
 def test_count_closes_segments_of_exactly_max_messages_offsets(

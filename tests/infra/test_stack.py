@@ -28,8 +28,8 @@ def wait_for(predicate, timeout=15.0, interval=0.1):
 
 def test_object_put_in_the_source_bucket_is_replicated_and_announced(local_stack, unique):
     s3, sqs = local_stack.s3(), local_stack.sqs()
-    source = local_stack.config.region(SOURCE).bucket
-    destination = local_stack.config.region(DESTINATION).bucket
+    source = local_stack.config.bucket(SOURCE)
+    destination = local_stack.config.bucket(DESTINATION)
     key = f"data/{SOURCE}/{unique('topic')}/0/0/a key+with spaces"
     s3.put_object(Bucket=source, Key=key, Body=b"payload")
 
@@ -73,7 +73,7 @@ def test_queue_has_a_dead_letter_redrive_policy(local_stack):
 def test_buckets_abort_incomplete_multipart_uploads(local_stack):
     for region in (SOURCE, DESTINATION):
         rules = local_stack.s3().get_bucket_lifecycle_configuration(
-            Bucket=local_stack.config.region(region).bucket
+            Bucket=local_stack.config.bucket(region)
         )["Rules"]
         assert any("AbortIncompleteMultipartUpload" in rule for rule in rules)
 

@@ -142,7 +142,7 @@ class SegmentStore:
         s3 = config.s3
         return cls(
             s3_client(config, region),
-            config.region(region).bucket,
+            config.bucket(region),
             s3.prefix,
             storage_class=s3.storage_class,
             sse=s3.sse,

@@ -1,0 +1,70 @@
+"""Kafka records as Arrow, column by column: the one conversion from confluent-kafka
+messages that egress (into segments) and the relay (into the writer) share.
+
+Columns are built from Python lists in one pass each, not row by row into Arrow builders.
+Timestamps stay what Kafka says: epoch milliseconds and the timestamp type (0 none, 1
+CreateTime, 2 LogAppendTime); keys and values keep null apart from empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import pyarrow as pa
+
+from replicator.core.segments.format import SCHEMA
+
+
+class MessageColumns(NamedTuple):
+    offset: pa.Array
+    timestamp_ms: pa.Array
+    timestamp_type: pa.Array
+    key: pa.Array
+    value: pa.Array
+    headers: pa.Array
+
+
+def message_columns(messages: Sequence[Any], headers_type: pa.ListType) -> MessageColumns:
+    """The columns of confluent-kafka ``messages`` (none an error), in order; headers as a
+    list array of ``headers_type`` (a list of structs of ``key`` string, ``value`` binary)."""
+    n = len(messages)
+    timestamps = [m.timestamp() for m in messages]
+    headers = [m.headers() for m in messages]
+    counts = np.fromiter((len(h) if h else 0 for h in headers), dtype=np.int32, count=n)
+    list_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(counts, out=list_offsets[1:])
+    flat = [pair for h in headers if h for pair in h]
+    header_structs = pa.StructArray.from_arrays(
+        [
+            pa.array([k for k, _ in flat], pa.string()),
+            pa.array([v for _, v in flat], pa.binary()),
+        ],
+        fields=list(headers_type.value_type),
+    )
+    return MessageColumns(
+        pa.array([m.offset() for m in messages], pa.int64()),
+        pa.array([t[1] for t in timestamps], pa.int64()),
+        pa.array([t[0] for t in timestamps], pa.int8()),
+        pa.array([m.key() for m in messages], pa.binary()),
+        pa.array([m.value() for m in messages], pa.binary()),
+        pa.ListArray.from_arrays(pa.array(list_offsets), header_structs, type=headers_type),
+    )
+
+
+def messages_to_records(messages: Sequence[Any]) -> pa.RecordBatch:
+    """confluent-kafka ``messages`` (none an error) as a batch of the segment schema, the
+    form :class:`replicator.core.kafka.writer.PartitionWriter` writes."""
+    columns = message_columns(messages, SCHEMA.field("headers").type)
+    return pa.RecordBatch.from_arrays(
+        [
+            columns.offset,
+            columns.timestamp_ms.cast(pa.timestamp("ms", tz="UTC")),
+            columns.timestamp_type,
+            columns.key,
+            columns.value,
+            columns.headers,
+        ],
+        schema=SCHEMA,
+    )
