@@ -14,24 +14,13 @@ from egress.catalog import SourceCatalog
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.topics import copied_configs
 from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
 DESCRIPTOR_VERSION = 1
-COPIED_CONFIGS = (
-    "cleanup.policy",
-    "retention.ms",
-    "retention.bytes",
-    "delete.retention.ms",
-    "min.compaction.lag.ms",
-    "max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio",
-    "max.message.bytes",
-    "message.timestamp.type",
-    "compression.type",
-)
 
 
 def describe(topic: str, partitions: int, configs: dict[str, str], region: str) -> dict[str, Any]:
@@ -40,7 +29,7 @@ def describe(topic: str, partitions: int, configs: dict[str, str], region: str) 
         "region": region,
         "topic": topic,
         "partitions": partitions,
-        "configs": {k: configs[k] for k in COPIED_CONFIGS if k in configs},
+        "configs": copied_configs(configs),
     }
 
 

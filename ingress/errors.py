@@ -7,7 +7,3 @@ from replicator.core.errors import ReplicatorError
 
 class PartitionHaltedError(ReplicatorError):
     """This partition stops (others go on): a corrupt segment or a lost one."""
-
-
-class DestinationMismatchError(ReplicatorError):
-    """The destination topic exists with fewer partitions than the source needs."""

@@ -11,7 +11,6 @@ membership) owns the source partition.
 from __future__ import annotations
 
 import json
-import zlib
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote_plus
@@ -49,16 +48,6 @@ class SegmentEvent:
 
 def partition_key(source: SourcePartition) -> str:
     return f"{source.origin}/{source.topic}/{source.partition}"
-
-
-def events_partition(source: SourcePartition, partitions: int) -> int:
-    """The segment-events partition carrying ``source``'s events (stable across runs).
-
-    Consecutive partitions of one topic go to consecutive events partitions, so a topic's
-    partitions spread evenly over the instances that share the events topic.
-    """
-    topic_hash = zlib.crc32(f"{source.origin}/{source.topic}".encode())
-    return (topic_hash + source.partition) % partitions
 
 
 @dataclass(frozen=True)

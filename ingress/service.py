@@ -17,9 +17,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from ingress.errors import DestinationMismatchError
 from ingress.metrics import IngressMetrics
-from ingress.segment_events import SegmentEvent, events_partition
+from ingress.segment_events import SegmentEvent
 from ingress.sqs_bridge import SqsBridge
 from ingress.worker import PartitionWorker
 from replicator.core.aws.errors import ObjectNotFoundError
@@ -29,7 +28,9 @@ from replicator.core.filters import load_chain
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_topic
 from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.placement import slot_of
 from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.topics import prepare_destination
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.logs import partition_fields
 from replicator.core.malloc import limit_malloc_arenas
@@ -124,23 +125,9 @@ class IngressService:
             log.info("no segments or descriptor yet for %s/%s", source.region, source.topic)
             return
         self._partitions[(source.region, source.topic)] = partitions
-        metadata = admin.list_topics(timeout=30)
-        existing = metadata.topics.get(source.destination)
-        if existing is not None and existing.error is None:
-            if len(existing.partitions) < partitions:
-                raise DestinationMismatchError(
-                    f"destination topic {source.destination} has {len(existing.partitions)} "
-                    f"partitions but source {source.region}/{source.topic} has {partitions}; "
-                    "add partitions to the destination (nothing was produced)"
-                )
-            return
-        if ensure_topic(admin, source.destination, partitions, configs):
-            log.info(
-                "created destination topic %s: %d partitions, configs %s",
-                source.destination,
-                partitions,
-                configs,
-            )
+        prepare_destination(
+            admin, source.destination, partitions, configs, f"{source.region}/{source.topic}"
+        )
 
     # -- running --------------------------------------------------------------------------
 
@@ -206,7 +193,7 @@ class IngressService:
         for (region, topic), count in sorted(self._partitions.items()):
             for partition in range(count):
                 source = SourcePartition(region, topic, partition)
-                if events_partition(source, self.ingress.segment_events_partitions) in events:
+                if slot_of(source, self.ingress.segment_events_partitions) in events:
                     owned.append(source)
         return owned
 

@@ -15,9 +15,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from confluent_kafka import Producer
 
 from ingress.metrics import IngressMetrics
-from ingress.segment_events import events_partition, parse_notification, partition_key
+from ingress.segment_events import parse_notification, partition_key
 from replicator.core.aws.clients import sqs_client
 from replicator.core.config import Config, required
+from replicator.core.kafka.placement import slot_of
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ class SqsBridge(threading.Thread):
                     self.ingress.segment_events_topic,
                     key=partition_key(source).encode(),
                     value=event.to_json(),
-                    partition=events_partition(source, self.ingress.segment_events_partitions),
+                    partition=slot_of(source, self.ingress.segment_events_partitions),
                     on_delivery=lambda err, _msg: failures.append(str(err)) if err else None,
                 )
             done.append({"Id": message["MessageId"], "ReceiptHandle": message["ReceiptHandle"]})

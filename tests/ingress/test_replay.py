@@ -79,7 +79,7 @@ def test_destination_with_fewer_partitions_is_an_error_before_anything_is_produc
 ):
     from confluent_kafka.admin import NewTopic
 
-    from ingress.service import DestinationMismatchError
+    from replicator.core.kafka.errors import DestinationTopicError
 
     setup = ingress_setup()
     setup.put_descriptor(3)
@@ -90,9 +90,8 @@ def test_destination_with_fewer_partitions_is_an_error_before_anything_is_produc
     import pytest
 
     with pytest.raises(
-        DestinationMismatchError,
-        match=rf"{setup.destination} has 2 partitions but "
-        rf"source us-east-1/{setup.topic} has 3",
+        DestinationTopicError,
+        match=rf"{setup.destination} has 2 partitions but us-east-1/{setup.topic} needs 3",
     ):
         service.run()
     assert read_partition(local_stack.bootstrap(DESTINATION), setup.destination, 0) == []

@@ -6,10 +6,10 @@ import pytest
 
 from ingress.segment_events import (
     SegmentEvent,
-    events_partition,
     parse_notification,
     partition_key,
 )
+from replicator.core.kafka.placement import slot_of
 from replicator.core.kafka.provenance import SourcePartition
 
 SOURCES = {("us-east-1", "orders.v1")}
@@ -83,7 +83,7 @@ def test_event_json_round_trip_and_stable_partitioning():
         "event_time": "t",
     }
     source = SourcePartition("us-east-1", "orders.v1", 7)
-    assert events_partition(source, 16) == 1  # placement is stable across versions
+    assert slot_of(source, 16) == 1  # placement is stable across versions
     assert partition_key(source) == "us-east-1/orders.v1/7"
-    spread = {events_partition(SourcePartition("r", "t", p), 8) for p in range(64)}
+    spread = {slot_of(SourcePartition("r", "t", p), 8) for p in range(64)}
     assert spread == set(range(8))

@@ -31,5 +31,9 @@ class RecordTooLargeError(BrokerError):
     """The destination refused a record for its size; names where it came from."""
 
 
+class DestinationTopicError(ReplicatorError):
+    """A destination topic exists with fewer partitions than its source needs."""
+
+
 class OwnershipLostError(BrokerError):
     """Another writer fenced this producer: it owns the destination partition now."""
