@@ -13,11 +13,33 @@ from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.segments.format import SCHEMA
 
 
-def test_checkpoint_round_trip_and_key():
+def test_checkpoint_round_trip_and_bytes():
     checkpoint = Checkpoint("copy", 3, "us-east-1", "orders.v1", 120, 57, 1.5)
     assert Checkpoint.from_json(checkpoint.to_json()) == checkpoint
-    assert checkpoint.checkpoint_key == "copy/3/us-east-1/orders.v1"
-    assert 0 <= checkpoint_partition(checkpoint.checkpoint_key, 4) < 4
+    # What existing destinations hold: no field added where partitions match.
+    assert checkpoint.to_json() == (
+        b'{"destination_topic":"copy","partition":3,"source_region":"us-east-1",'
+        b'"source_topic":"orders.v1","next_source_offset":120,"destination_offset":57,'
+        b'"time":1.5,"halted":""}'
+    )
+    merged = Checkpoint("copy", 0, "east", "o", 5, 9, 1.0, source_partition=2)
+    assert Checkpoint.from_json(merged.to_json()) == merged
+    key = WriteTarget(SourcePartition("us-east-1", "orders.v1", 3), "copy", 3).checkpoint_key
+    assert 0 <= checkpoint_partition(key, 4) < 4
+
+
+def test_merged_source_partitions_get_their_own_writer_and_checkpoint():
+    targets = [WriteTarget(SourcePartition("east", "o", p), "all", 0) for p in range(3)]
+    assert [t.transactional_id("g") for t in targets] == [
+        "g.all.0",
+        "g.all.0.east.o.1",
+        "g.all.0.east.o.2",
+    ]
+    assert [t.checkpoint_key for t in targets] == [
+        "all/0/east/o",
+        "all/0/east/o/1",
+        "all/0/east/o/2",
+    ]
 
 
 def test_provenance_header_names_the_source_record():

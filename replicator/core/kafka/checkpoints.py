@@ -1,7 +1,10 @@
 """Checkpoints on a log-compacted topic, and where a writer resumes.
 
 Checkpoint key: ``{destination topic}/{destination partition}/{origin}/{source topic}``
-(a destination partition is written from one source partition, so the key names it);
+when a destination partition is written from the source partition of the same number (as
+ingress always does), with ``/{source partition}`` appended when several source
+partitions merge into one destination partition (each keeps its own checkpoint, its own
+``transactional.id`` and its order);
 value: JSON with the next source offset to write, the destination offset of the last
 record produced and the time. A checkpoint is produced in the same transaction as the
 records it covers, so an operator can read progress with any Kafka client. Each key goes
@@ -42,17 +45,26 @@ class WriteTarget:
     destination_topic: str
     destination_partition: int
 
+    @property
+    def same_partition(self) -> bool:
+        """Source and destination partition have the same number: the short forms."""
+        return self.source.partition == self.destination_partition
+
     def transactional_id(self, group: str) -> str:
-        return f"{group}.{self.destination_topic}.{self.destination_partition}"
+        base = f"{group}.{self.destination_topic}.{self.destination_partition}"
+        if self.same_partition:
+            return base
+        return f"{base}.{self.source.origin}.{self.source.topic}.{self.source.partition}"
 
     @property
     def checkpoint_key(self) -> str:
-        return checkpoint_key(
+        key = checkpoint_key(
             self.destination_topic,
             self.destination_partition,
             self.source.origin,
             self.source.topic,
         )
+        return key if self.same_partition else f"{key}/{self.source.partition}"
 
     def __str__(self) -> str:
         return f"{self.destination_topic} partition {self.destination_partition}"
@@ -73,15 +85,12 @@ class Checkpoint:
     time: float
     halted: str = ""
     """Why the partition halted (corrupt or lost segment, record too large); empty if not."""
-
-    @property
-    def checkpoint_key(self) -> str:
-        return checkpoint_key(
-            self.destination_topic, self.partition, self.source_region, self.source_topic
-        )
+    source_partition: int | None = None
+    """Set only where it differs from ``partition`` (merged source partitions)."""
 
     def to_json(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        fields = {k: v for k, v in asdict(self).items() if v is not None}
+        return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> Checkpoint:
@@ -132,13 +141,14 @@ class CheckpointStore:
             self.topic, checkpoint_partition(target.checkpoint_key, self.partitions)
         )
 
-    def produce(self, producer: Producer, checkpoint: Checkpoint) -> None:
-        """Produce ``checkpoint`` with ``producer`` (inside the caller's transaction)."""
+    def produce(self, producer: Producer, target: WriteTarget, checkpoint: Checkpoint) -> None:
+        """Produce ``target``'s ``checkpoint`` with ``producer`` (inside the caller's
+        transaction)."""
         producer.produce(
             self.topic,
-            key=checkpoint.checkpoint_key.encode(),
+            key=target.checkpoint_key.encode(),
             value=checkpoint.to_json(),
-            partition=checkpoint_partition(checkpoint.checkpoint_key, self.partitions),
+            partition=checkpoint_partition(target.checkpoint_key, self.partitions),
         )
 
     def resume_point(self, target: WriteTarget) -> ResumePoint:

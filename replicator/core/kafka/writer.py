@@ -221,8 +221,9 @@ class PartitionWriter:
             self._last_destination_offset,
             time.time(),
             halted,
+            None if t.same_partition else t.source.partition,
         )
-        self._checkpoints.produce(self._producer, checkpoint)
+        self._checkpoints.produce(self._producer, t, checkpoint)
 
     def abort(self) -> None:
         if self._in_transaction:
