@@ -137,26 +137,8 @@ class StackSpec:
                 s3.port,
             )
         ]
-        tansu = tansu_binary()
         for region, (host, port) in self.brokers.items():
-            url = f"tcp://{host}:{port}"
-            services.append(
-                Service(
-                    f"kafka-{region}",
-                    (
-                        tansu,
-                        "broker",
-                        "--listener-url",
-                        url,
-                        "--advertised-listener-url",
-                        url,
-                        "--storage-engine",
-                        "memory://tansu/",
-                    ),
-                    host,
-                    port,
-                )
-            )
+            services.append(Service(f"kafka-{region}", broker_command(host, port), host, port))
         if self.replication:
             argv = [
                 sys.executable,
@@ -201,6 +183,21 @@ def _single_local_address(bootstrap: str, where: str) -> tuple[str, int]:
             "only on loopback addresses like 127.0.0.1:19092"
         )
     return host, int(port)
+
+
+def broker_command(host: str, port: int) -> tuple[str, ...]:
+    """The command line of one local Kafka broker (in memory: a restarted broker is empty)."""
+    url = f"tcp://{host}:{port}"
+    return (
+        tansu_binary(),
+        "broker",
+        "--listener-url",
+        url,
+        "--advertised-listener-url",
+        url,
+        "--storage-engine",
+        "memory://tansu/",
+    )
 
 
 def tansu_binary() -> str:

@@ -67,6 +67,14 @@ def _ingress(args: argparse.Namespace) -> int:
     return run_ingress(config, stop_at_end=args.stop_at_end)
 
 
+def _relay(args: argparse.Namespace) -> int:
+    from replicator.relay.service import run_relay
+
+    config = _load(args)
+    required(config, "relay")
+    return run_relay(config, stop_at_end=args.stop_at_end)
+
+
 def _partitions(text: str) -> list[int]:
     try:
         return sorted({int(p) for p in text.split(",") if p.strip()})
@@ -185,6 +193,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay every segment present at start, write final checkpoints, exit",
     )
     ingress.set_defaults(handler=_ingress)
+
+    relay = commands.add_parser(
+        "relay", help="relay topics directly from Kafka to Kafka, exactly once (long-running)"
+    )
+    relay.add_argument("--config", required=True, help="deployment config (TOML)")
+    relay.add_argument(
+        "--stop-at-end",
+        action="store_true",
+        help="relay up to the upstream's log ends seen at start, commit, exit",
+    )
+    relay.set_defaults(handler=_relay)
 
     compact = commands.add_parser(
         "compact", help="merge segments into higher levels (on [compaction] schedule)"

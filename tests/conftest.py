@@ -14,6 +14,7 @@ pytest_plugins = [
     "tests.fixtures.egress",
     "tests.fixtures.ingress",
     "tests.fixtures.compaction",
+    "tests.fixtures.relay",
 ]
 
 

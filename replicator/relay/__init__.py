@@ -1,0 +1,2 @@
+"""The direct relay: Kafka to Kafka, exactly once, with failover across identical
+upstream clusters (``replicator relay``)."""

@@ -1,0 +1,106 @@
+"""Which upstream a partition relays from, and whether two upstreams agree. Pure.
+
+Failover assumes identical upstreams: the same topics with the same records at the same
+offsets. A partition keeps its upstream while it is healthy and not too far behind; when
+it fails, the next healthy one in the configured order takes over; when it trails the most
+advanced healthy upstream by more than ``lag_threshold`` records (its log end against
+theirs), that one takes over. Either way the relay resumes at its next source offset, so
+nothing is skipped or written twice — after checking that the new upstream holds the
+record it relayed last at the same offset (:func:`same_record`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+TopicPartitionKey = tuple[str, int]
+SwitchReason = Literal["failure", "lag"]
+
+TIMESTAMP_NONE = 0
+
+
+@dataclass(frozen=True)
+class UpstreamState:
+    healthy: bool
+    log_ends: Mapping[TopicPartitionKey, int] = field(default_factory=dict)
+    """End offsets (read_committed: last stable) of the relayed partitions."""
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class Choice:
+    upstream: str | None
+    """None: no upstream is healthy."""
+    reason: SwitchReason | None = None
+    """Why it differs from the current one (None: it does not, or there was none)."""
+
+
+def choose_upstream(
+    current: str | None,
+    order: Sequence[str],
+    states: Mapping[str, UpstreamState],
+    partition: TopicPartitionKey,
+    lag_threshold: int,
+) -> Choice:
+    """The upstream ``partition`` should relay from now."""
+    healthy = [name for name in order if name in states and states[name].healthy]
+    if not healthy:
+        return Choice(None, "failure" if current is not None else None)
+    if current is None:
+        return Choice(healthy[0])
+    if current not in healthy:
+        return Choice(healthy[0], "failure")
+    ends = {name: states[name].log_ends.get(partition) for name in healthy}
+    known = {name: end for name, end in ends.items() if end is not None}
+    mine = known.get(current)
+    if mine is None or not known:
+        return Choice(current)
+    best = max(known.values())
+    if best - mine > lag_threshold:
+        leader = next(name for name in healthy if known.get(name) == best)
+        return Choice(leader, "lag")
+    return Choice(current)
+
+
+@dataclass(frozen=True)
+class RecordRef:
+    """What identifies a relayed record on another upstream: its offset, and digests of
+    its key and value, and its timestamp where the source set one."""
+
+    offset: int
+    key_digest: bytes
+    value_digest: bytes
+    timestamp: int | None
+
+
+def _digest(data: bytes | None) -> bytes:
+    if data is None:
+        return b"null"
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def record_ref(
+    offset: int, key: bytes | None, value: bytes | None, timestamp_type: int, timestamp: int
+) -> RecordRef:
+    stamp = None if timestamp_type == TIMESTAMP_NONE else timestamp
+    return RecordRef(offset, _digest(key), _digest(value), stamp)
+
+
+def same_record(ref: RecordRef, other: RecordRef) -> bool:
+    """Whether ``other`` (read from another upstream) is the record ``ref`` describes.
+    A timestamp is compared only when both records carry one."""
+    if (ref.offset, ref.key_digest, ref.value_digest) != (
+        other.offset,
+        other.key_digest,
+        other.value_digest,
+    ):
+        return False
+    return ref.timestamp is None or other.timestamp is None or ref.timestamp == other.timestamp
+
+
+def backoff(attempt: int, base: float = 0.5, cap: float = 10.0) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based) while no upstream is healthy."""
+    return min(cap, base * 2**attempt)

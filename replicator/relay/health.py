@@ -1,0 +1,132 @@
+"""Background health checks of the relay's upstreams.
+
+Every ``health_check_interval`` each upstream is asked, with bounded timeouts, for its
+metadata and the end offsets of the relayed partitions. An upstream that does not answer,
+or lacks a relayed topic, is unhealthy until a later check succeeds. Workers read the
+latest snapshot; they never wait for a check.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from replicator.core.config import Config, required
+from replicator.core.kafka.clients import client_config
+from replicator.relay.failover import TopicPartitionKey, UpstreamState
+
+log = logging.getLogger(__name__)
+
+
+def check_timeout(interval: float) -> float:
+    """How long one check of one upstream may take."""
+    return min(5.0, max(1.0, 2 * interval))
+
+
+class UpstreamHealth:
+    """The latest state of every upstream; :meth:`check_all` refreshes it."""
+
+    def __init__(
+        self,
+        config: Config,
+        topics: Sequence[str],
+        on_state: Callable[[str, UpstreamState], None] | None = None,
+    ) -> None:
+        self.relay = required(config, "relay")
+        self._topics = sorted(set(topics))
+        self._admins = {
+            name: AdminClient(client_config(config.region(name).kafka, socket_timeout_ms=3000))
+            for name in self.relay.sources
+        }
+        self._timeout = check_timeout(self.relay.health_check_interval)
+        self._states: dict[str, UpstreamState] = {}
+        self._lock = threading.Lock()
+        self._on_state = on_state
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def states(self) -> dict[str, UpstreamState]:
+        with self._lock:
+            return dict(self._states)
+
+    def partitions(self) -> dict[str, int] | None:
+        """Partition count of every relayed topic, from the first healthy upstream."""
+        for name in self.relay.sources:
+            counts = self._partition_counts(name)
+            if counts is not None:
+                return counts
+        return None
+
+    def admin(self, upstream: str) -> AdminClient:
+        return self._admins[upstream]
+
+    def check_all(self) -> dict[str, UpstreamState]:
+        for name in self.relay.sources:
+            state = self._check(name)
+            with self._lock:
+                before = self._states.get(name)
+                self._states[name] = state
+            if before is None or before.healthy != state.healthy:
+                if state.healthy:
+                    log.info("upstream %s is healthy", name)
+                else:
+                    log.warning("upstream %s is unhealthy: %s", name, state.problem)
+            if self._on_state is not None:
+                self._on_state(name, state)
+        return self.states()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="relay-health", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self._timeout * 2 + 5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.relay.health_check_interval):
+            try:
+                self.check_all()
+            except Exception:  # a check must never end the checking
+                log.exception("health check failed")
+
+    def _partition_counts(self, name: str) -> dict[str, int] | None:
+        try:
+            metadata = self._admins[name].list_topics(timeout=self._timeout)
+        except KafkaException:
+            return None
+        counts = {}
+        for topic in self._topics:
+            described = metadata.topics.get(topic)
+            if described is None or described.error is not None:
+                return None
+            counts[topic] = len(described.partitions)
+        return counts
+
+    def _check(self, name: str) -> UpstreamState:
+        counts = self._partition_counts(name)
+        if counts is None:
+            return UpstreamState(False, problem="no metadata, or a relayed topic is missing")
+        requests: dict[Any, Any] = {
+            TopicPartition(t, p, 0): OffsetSpec.latest()
+            for t, n in counts.items()
+            for p in range(n)
+        }
+        ends: dict[TopicPartitionKey, int] = {}
+        try:
+            futures = self._admins[name].list_offsets(
+                requests,
+                isolation_level=IsolationLevel.READ_COMMITTED,
+                request_timeout=self._timeout,
+            )
+            for tp, future in futures.items():
+                ends[(tp.topic, tp.partition)] = future.result(timeout=self._timeout).offset
+        except Exception as exc:
+            return UpstreamState(False, problem=f"end offsets: {exc}")
+        return UpstreamState(True, ends)

@@ -1,0 +1,275 @@
+"""``replicator relay``: the long-running direct relay.
+
+Any number of instances with the same config share the source partitions: each joins the
+relay's consumer group on the assignment topic (in the destination cluster) and relays
+the source partitions whose slot (:func:`replicator.core.kafka.placement.slot_of`) is
+among the partitions the group assigns it. When an instance dies, the group reassigns its
+slots and the new owner's writer fences it and resumes exactly where the destination
+says it stopped.
+
+At start: the checkpoint and assignment topics are created when missing, and every
+destination topic is created like its source (partition count, copied configs) or
+checked to have enough partitions, before anything is relayed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from replicator.core.config import Config, RelayTopic, key_path, required
+from replicator.core.filters import FilterChain, load_chain
+from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.core.kafka.clients import client_config, ensure_topic
+from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.placement import slot_of
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.topics import prepare_destination
+from replicator.core.kafka.writer import PartitionWriter
+from replicator.core.signals import stop_on_signals
+from replicator.relay.failover import UpstreamState, backoff
+from replicator.relay.health import UpstreamHealth
+from replicator.relay.metrics import RelayMetrics
+from replicator.relay.worker import RelayWorker
+
+log = logging.getLogger(__name__)
+
+RESTART_BACKOFF = 5.0
+
+
+class RelayService:
+    def __init__(
+        self, config: Config, *, stop_at_end: bool = False, handle_signals: bool = True
+    ) -> None:
+        self.config = config
+        self.relay = required(config, "relay")
+        self.stop_at_end = stop_at_end
+        self._handle_signals = handle_signals
+        self.kafka = client_config(config.region(self.relay.destination).kafka)
+        self.metrics = RelayMetrics()
+        self.topics = {t.source_topic: t for t in self.relay.topics}
+        self._filters: dict[str, FilterChain] = {
+            t.source_topic: load_chain(
+                t.filters, key_path(("relay", "topics", i, "filters")), config.source
+            )
+            for i, t in enumerate(self.relay.topics)
+        }
+        self.checkpoints = CheckpointStore(
+            self.kafka, self.relay.checkpoint_topic, self.relay.checkpoint_partitions
+        )
+        self.health = UpstreamHealth(config, list(self.topics), self._observed)
+        self.workers: dict[SourcePartition, RelayWorker] = {}
+        self._partitions: dict[str, int] = {}
+        self._stop_offsets: dict[tuple[str, int], int] = {}
+        self._owned_slots: set[int] = set()
+        self._assigned_once = threading.Event()
+        self._restart_at: dict[SourcePartition, float] = {}
+        self._stop = threading.Event()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def _observed(self, upstream: str, state: UpstreamState) -> None:
+        self.metrics.source_healthy.labels(upstream).set(1 if state.healthy else 0)
+
+    def _wait_for_upstreams(self) -> dict[str, int] | None:
+        """Partition counts of the relayed topics from the first upstream that answers;
+        None if a stop came first. Waits with backoff while none answers."""
+        attempt = 0
+        while not self._stop.is_set():
+            self.health.check_all()
+            counts = self.health.partitions()
+            if counts is not None:
+                return counts
+            delay = backoff(attempt)
+            attempt += 1
+            log.warning(
+                "no upstream of %s answers with every relayed topic; retrying in %.1fs",
+                ", ".join(self.relay.sources),
+                delay,
+            )
+            self._stop.wait(delay)
+        return None
+
+    def prepare(self, counts: dict[str, int]) -> None:
+        """Create the service topics and the destination topics (or check them)."""
+        admin = AdminClient(self.kafka)
+        try:
+            ensure_topic(
+                admin,
+                self.relay.checkpoint_topic,
+                self.relay.checkpoint_partitions,
+                {"cleanup.policy": "compact"},
+            )
+            ensure_topic(admin, self.relay.assignment_topic, self.relay.assignment_partitions)
+            for name, topic in self.topics.items():
+                needed = counts[name]
+                if topic.destination_partition is not None:
+                    needed = topic.destination_partition + 1
+                prepare_destination(
+                    admin, topic.destination, needed, self._configs(name), f"relay of {name}"
+                )
+        except KafkaException as exc:
+            raise BrokerError.from_kafka(
+                f"Kafka of region {self.relay.destination} unreachable", exc.args[0]
+            ) from None
+        self._partitions = counts
+
+    def _configs(self, topic: str) -> dict[str, str]:
+        states = self.health.states()
+        for name in self.relay.sources:
+            if not states.get(name, UpstreamState(False)).healthy:
+                continue
+            resource = ConfigResource("topic", topic)
+            try:
+                future = self.health.admin(name).describe_configs([resource])[resource]
+                entries = future.result(timeout=30)
+            except KafkaException as exc:
+                log.warning("cannot describe %s on %s: %s", topic, name, exc.args[0].str())
+                continue
+            return {k: e.value for k, e in entries.items() if e.value is not None}
+        return {}
+
+    def _fix_stop_offsets(self) -> None:
+        """With ``--stop-at-end``: the log ends seen now, on the first healthy upstream."""
+        states = self.health.states()
+        for name in self.relay.sources:
+            state = states.get(name)
+            if state is not None and state.healthy:
+                self._stop_offsets = dict(state.log_ends)
+                log.info("stop-at-end: relaying up to the ends of %s seen at start", name)
+                return
+
+    # -- running --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        if self.relay.metrics_port is not None:
+            self.metrics.serve(self.relay.metrics_port)
+        try:
+            with stop_on_signals(self._stop, install=self._handle_signals):
+                counts = self._wait_for_upstreams()
+                if counts is None:
+                    return 0
+                self.prepare(counts)
+                if self.stop_at_end:
+                    self._fix_stop_offsets()
+                self.health.start()
+                halted = self._serve()
+        finally:
+            self.health.stop()
+            self.metrics.close()
+        if halted:
+            log.error("%d partitions halted: %s", len(halted), "; ".join(halted))
+        return 1 if halted else 0
+
+    def _serve(self) -> list[str]:
+        consumer = Consumer(
+            {
+                **self.kafka,
+                "group.id": self.relay.group_id,
+                "partition.assignment.strategy": "roundrobin",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 500,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "latest",
+                "fetch.wait.max.ms": 100,
+            }
+        )
+        consumer.subscribe(
+            [self.relay.assignment_topic], on_assign=self._on_assign, on_revoke=self._on_revoke
+        )
+        try:
+            while not self._stop.is_set():
+                message = consumer.poll(0.2)
+                error = message.error() if message is not None else None
+                if error is not None and error.code() != KafkaError._PARTITION_EOF:
+                    log.warning("assignment topic: %s", error.str())
+                self._supervise()
+                if self.stop_at_end and self._finished():
+                    break
+        finally:
+            halted = [w.status.reason for w in self.workers.values() if w.status.state == "halted"]
+            consumer.close()
+            self._stop_workers(list(self.workers))
+        return halted
+
+    def _finished(self) -> bool:
+        if not self._assigned_once.is_set():
+            return False
+        return all(w.status.state in ("done", "halted") for w in self.workers.values())
+
+    def _owned_sources(self) -> list[SourcePartition]:
+        owned = []
+        for name, count in sorted(self._partitions.items()):
+            for partition in range(count):
+                source = SourcePartition(self.relay.origin, name, partition)
+                if slot_of(source, self.relay.assignment_partitions) in self._owned_slots:
+                    owned.append(source)
+        return owned
+
+    def _on_assign(self, _consumer: Consumer, partitions: list[Any]) -> None:
+        self._owned_slots |= {p.partition for p in partitions}
+        for source in self._owned_sources():
+            if source not in self.workers:
+                self._start_worker(source)
+        self.metrics.owned.set(len(self.workers))
+        self._assigned_once.set()
+        log.info(
+            "relaying %d source partitions (slots %s)", len(self.workers), sorted(self._owned_slots)
+        )
+
+    def _on_revoke(self, _consumer: Consumer, partitions: list[Any]) -> None:
+        self._owned_slots -= {p.partition for p in partitions}
+        keep = set(self._owned_sources())
+        self._stop_workers([s for s in self.workers if s not in keep])
+        self.metrics.owned.set(len(self.workers))
+
+    def _start_worker(self, source: SourcePartition) -> None:
+        topic: RelayTopic = self.topics[source.topic]
+        worker = RelayWorker(
+            self.config,
+            topic,
+            source.partition,
+            self.metrics,
+            self.health.states,
+            open_writer=self._writer,
+            filters=self._filters[source.topic],
+            stop_at=self._stop_offsets.get((source.topic, source.partition))
+            if self.stop_at_end
+            else None,
+        )
+        self.workers[source] = worker
+        worker.start()
+
+    def _writer(self, target: WriteTarget) -> PartitionWriter:
+        return PartitionWriter(self.kafka, self.relay.group_id, target, self.checkpoints)
+
+    def _stop_workers(self, sources: list[SourcePartition]) -> None:
+        for source in sources:
+            self.workers[source].stop()
+        for source in sources:
+            self.workers.pop(source).join(60)
+
+    def _supervise(self) -> None:
+        """Restart workers that failed on a passing error (a broker unreachable)."""
+        now = time.monotonic()
+        for source, worker in list(self.workers.items()):
+            if worker.is_alive() or worker.status.state != "failed":
+                continue
+            due = self._restart_at.setdefault(source, now + RESTART_BACKOFF)
+            if now >= due:
+                del self._restart_at[source]
+                log.info("restarting the relay of %s", source)
+                self.workers.pop(source)
+                self._start_worker(source)
+
+
+def run_relay(config: Config, *, stop_at_end: bool = False) -> int:
+    return RelayService(config, stop_at_end=stop_at_end).run()

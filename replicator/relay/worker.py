@@ -1,0 +1,373 @@
+"""The relay of one source partition: reads it from the chosen upstream and writes it into
+its destination partition, in offset order, exactly once.
+
+Order of work: open the writer (fencing the partition's previous owner) and take its
+resume point; read a batch from the current upstream at the next source offset; filter
+it; write the kept records; and at least every ``checkpoint_interval``, and whenever the
+upstream has nothing more, commit (flush, checkpoint, commit) up to the next source
+offset. Dropped records and offsets without records (transaction markers, compaction)
+move the next offset on like relayed ones.
+
+Before reading from another upstream (failover), the record relayed last must be on the
+new upstream at the same offset; if not, the partition halts.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow.compute as pc
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from replicator.core.config import Config, RelayTopic, required
+from replicator.core.filters import FilterChain
+from replicator.core.filters.errors import FilterError
+from replicator.core.kafka import provenance
+from replicator.core.kafka.checkpoints import ResumePoint, WriteTarget
+from replicator.core.kafka.clients import client_config
+from replicator.core.kafka.errors import BrokerError, OwnershipLostError, RecordTooLargeError
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.records import messages_to_records
+from replicator.core.kafka.tail import read_range, tail_reader
+from replicator.core.kafka.writer import RecordWriter
+from replicator.core.logs import ContextLog, partition_fields
+from replicator.relay.errors import SourceDataLossError, UpstreamMismatchError
+from replicator.relay.failover import (
+    RecordRef,
+    UpstreamState,
+    backoff,
+    choose_upstream,
+    record_ref,
+    same_record,
+)
+from replicator.relay.metrics import RelayMetrics
+
+log = logging.getLogger(__name__)
+
+READ_BATCH = 5_000
+POLL_SECONDS = 0.1
+HALTING_ERRORS = (UpstreamMismatchError, SourceDataLossError, FilterError, RecordTooLargeError)
+
+
+@dataclass
+class RelayStatus:
+    state: str = "starting"
+    """starting | relaying | caught-up | waiting | done | halted | failed | stopped"""
+    upstream: str | None = None
+    next_offset: int | None = None
+    reason: str = ""
+
+
+class RelayWorker(threading.Thread):
+    def __init__(
+        self,
+        config: Config,
+        topic: RelayTopic,
+        partition: int,
+        metrics: RelayMetrics,
+        states: Callable[[], dict[str, UpstreamState]],
+        *,
+        open_writer: Callable[[WriteTarget], RecordWriter],
+        filters: FilterChain,
+        stop_at: int | None = None,
+    ) -> None:
+        super().__init__(name=f"relay-{topic.source_topic}-{partition}", daemon=True)
+        self.config = config
+        self.relay = required(config, "relay")
+        self.topic = topic
+        self.partition = partition
+        self.metrics = metrics
+        self._states = states
+        self._open_writer = open_writer
+        self._filters = filters
+        self.stop_at = stop_at
+        """With ``--stop-at-end``: the end offset to relay up to (half-open)."""
+        self.status = RelayStatus()
+        self.failure: BaseException | None = None
+        self._stopping = threading.Event()
+        self._labels = (topic.source_topic, str(partition))
+        self._tp = (topic.source_topic, partition)
+        self.target = WriteTarget(
+            SourcePartition(self.relay.origin, topic.source_topic, partition),
+            topic.destination,
+            partition if topic.destination_partition is None else topic.destination_partition,
+        )
+        self._last: RecordRef | None = None
+        self._last_from = "an upstream before this worker started"
+        """Where ``_last`` was read: an upstream, or the destination after a restart."""
+        self._fetch_problem = ""
+        self._consumer: Any = None
+        self.log = ContextLog(
+            log, partition_fields(self.relay.origin, topic.source_topic, partition)
+        )
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except OwnershipLostError as exc:
+            self.status.state = "stopped"
+            self.log.info("%s: %s", self.name, exc)
+        except HALTING_ERRORS as exc:
+            self.status.state, self.status.reason = "halted", str(exc)
+            self.metrics.halted.labels(*self._labels).set(1)
+            self.log.error("partition halted: %s", exc)
+        except BaseException as exc:  # reported; the service restarts the worker
+            self.status.state, self.status.reason = "failed", str(exc)
+            self.failure = exc
+            self.log.error(
+                "%s failed: %s", self.name, exc, exc_info=not isinstance(exc, BrokerError)
+            )
+        finally:
+            self._close_consumer()
+
+    # -- the relay loop -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        writer = self._open_writer(self.target)
+        try:
+            resume = writer.open()
+            self._last = self._last_relayed(resume)
+            try:
+                self._relay(writer, resume)
+            except HALTING_ERRORS as exc:
+                writer.abort()
+                at = self.status.next_offset if self.status.next_offset is not None else 0
+                writer.record_halt(at, str(exc))
+                raise
+        finally:
+            writer.close()
+
+    def _relay(self, writer: RecordWriter, resume: ResumePoint) -> None:
+        next_offset = resume.next_source_offset
+        committed = next_offset
+        opened: float | None = None  # when the open transaction's first record was written
+        attempt = 0
+        while not self._stopping.is_set():
+            upstream = self._choose()
+            if upstream is None:
+                self.status.state = "waiting"
+                delay = backoff(attempt)
+                attempt += 1
+                self.log.warning("no healthy upstream; retrying in %.1fs", delay)
+                self._stopping.wait(delay)
+                continue
+            attempt = 0
+            if next_offset is None:
+                next_offset = committed = self._start_offset(upstream)
+                self.log.info("nothing relayed yet: starting at offset %d", next_offset)
+            self.status.next_offset = next_offset
+            if self.stop_at is not None and next_offset >= self.stop_at:
+                if committed != next_offset or opened is not None:
+                    writer.commit(next_offset)
+                self.status.state = "done"
+                return
+            messages, end_seen = self._read(upstream, next_offset)
+            if messages:
+                next_offset = self._write(writer, messages)
+                opened = opened or time.monotonic()
+            if end_seen is not None:
+                next_offset = max(next_offset, end_seen)
+            caught_up = not messages
+            due = opened is not None and time.monotonic() - opened >= self.relay.checkpoint_interval
+            if due or (caught_up and (opened is not None or committed != next_offset)):
+                writer.commit(next_offset)
+                committed, opened = next_offset, None
+                self.status.next_offset = next_offset
+            self.status.state = "caught-up" if caught_up else "relaying"
+            self._report_lag(upstream, next_offset)
+        if next_offset is not None and (opened is not None or committed != next_offset):
+            writer.commit(next_offset)  # a stop request: keep what was written
+
+    def _write(self, writer: RecordWriter, messages: list[Any]) -> int:
+        records = messages_to_records(messages)
+        kept = self._filters.apply(records, self.topic.source_topic, self.partition)
+        if kept.num_rows:
+            writer.write(kept)
+            size = sum(
+                pc.sum(pc.binary_length(kept.column(c))).as_py() or 0 for c in ("key", "value")
+            )
+            self.metrics.records.labels(*self._labels).inc(kept.num_rows)
+            self.metrics.bytes.labels(*self._labels).inc(size)
+        if kept.num_rows < records.num_rows:
+            self.metrics.filtered.labels(*self._labels).inc(records.num_rows - kept.num_rows)
+        last = messages[-1]
+        stamp_type, stamp = last.timestamp()
+        self._last = record_ref(last.offset(), last.key(), last.value(), stamp_type, stamp)
+        if stamp_type:
+            self.metrics.lag_seconds.labels(*self._labels).set(max(0.0, time.time() - stamp / 1000))
+        return int(last.offset()) + 1
+
+    # -- upstreams ------------------------------------------------------------------------
+
+    def _choose(self) -> str | None:
+        current = self.status.upstream
+        if self.relay.mode == "single":
+            states = self._states()
+            first = self.relay.sources[0]
+            healthy = states.get(first)
+            chosen = first if healthy is None or healthy.healthy else None
+            if chosen != current:
+                self._switch(current, chosen, None)
+            return chosen
+        choice = choose_upstream(
+            current, self.relay.sources, self._states(), self._tp, self.relay.lag_threshold
+        )
+        if choice.upstream != current:
+            self._switch(current, choice.upstream, choice.reason)
+        return choice.upstream
+
+    def _switch(self, current: str | None, new: str | None, reason: str | None) -> None:
+        self._close_consumer()
+        if new is None:
+            self.status.upstream = None
+            return
+        if current is not None and reason is not None:
+            self.metrics.switches.labels(self.topic.source_topic, reason).inc()
+            if reason == "lag":
+                self.metrics.lag_exceeded.labels(self.topic.source_topic).inc()
+            self.log.warning("switching from upstream %s to %s (%s)", current, new, reason)
+        if self._last is not None:
+            # Whatever upstream the last record came from (after a restart: unknown), the
+            # one read from now must hold it at the same offset.
+            self._verify(current or self._last_from, new)
+        self._last_from = new
+        self.metrics.current_source.labels(self.topic.source_topic, new).set(1)
+        if current is not None:
+            self.metrics.current_source.labels(self.topic.source_topic, current).set(0)
+        self.status.upstream = new
+
+    def _verify(self, previous: str, new: str) -> None:
+        """The record relayed last must be at the same offset on ``new``."""
+        assert self._last is not None
+        ref = self._last
+        found = self._record_at(new, ref.offset)
+        if found is None or not same_record(ref, found):
+            what = "does not hold it" if found is None else "holds a different record"
+            raise UpstreamMismatchError(
+                f"upstreams differ: {self.topic.source_topic} partition {self.partition} "
+                f"offset {ref.offset} as relayed from {previous}: {new} {what}; nothing more "
+                "is relayed from this partition"
+            )
+        self.log.info("upstream %s holds offset %d as relayed: identical", new, ref.offset)
+
+    def _record_at(self, upstream: str, offset: int) -> RecordRef | None:
+        consumer = tail_reader(self._kafka(upstream), f"{self.relay.group_id}-verify")
+        try:
+            tp = TopicPartition(self.topic.source_topic, self.partition)
+            for message in read_range(consumer, tp, offset, offset + 1):
+                stamp_type, stamp = message.timestamp()
+                return record_ref(
+                    message.offset(), message.key(), message.value(), stamp_type, stamp
+                )
+        except BrokerError:
+            return None
+        finally:
+            consumer.close()
+        return None
+
+    def _last_relayed(self, resume: ResumePoint) -> RecordRef | None:
+        """The last record in the destination that came from this source partition."""
+        if resume.destination_offset < 0:
+            return None
+        consumer = tail_reader(self._kafka(self.relay.destination), f"{self.relay.group_id}-tail")
+        try:
+            tp = TopicPartition(self.target.destination_topic, self.target.destination_partition)
+            at = resume.destination_offset
+            for message in read_range(consumer, tp, at, at + 1):
+                offset = provenance.source_offset(message.headers(), self.target.source)
+                if offset is None:
+                    return None
+                stamp_type, stamp = message.timestamp()
+                return record_ref(offset, message.key(), message.value(), stamp_type, stamp)
+        finally:
+            consumer.close()
+        return None
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _kafka(self, region: str) -> dict[str, Any]:
+        return client_config(self.config.region(region).kafka)
+
+    def _consumer_for(self, upstream: str, offset: int) -> Any:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                {
+                    **self._kafka(upstream),
+                    "group.id": f"{self.relay.group_id}-reader",  # never joined or committed
+                    "enable.auto.commit": False,
+                    "enable.partition.eof": True,
+                    "isolation.level": "read_committed",
+                    "auto.offset.reset": "error",
+                    # The local broker holds an empty fetch for the whole wait.
+                    "fetch.wait.max.ms": 50,
+                }
+            )
+            self._consumer.assign([TopicPartition(self.topic.source_topic, self.partition, offset)])
+            self._position = offset
+        return self._consumer
+
+    def _close_consumer(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def _start_offset(self, upstream: str) -> int:
+        consumer = self._consumer_for(upstream, OFFSET_BEGINNING)
+        low, high = consumer.get_watermark_offsets(
+            TopicPartition(self.topic.source_topic, self.partition), timeout=10
+        )
+        self._close_consumer()
+        return low if self.relay.start_from == "earliest" else high
+
+    def _read(self, upstream: str, next_offset: int) -> tuple[list[Any], int | None]:
+        """Records from ``next_offset`` on (up to ``stop_at``), and the log end if the read
+        reached it."""
+        consumer = self._consumer_for(upstream, next_offset)
+        wanted = READ_BATCH
+        if self.stop_at is not None:
+            wanted = max(1, min(wanted, self.stop_at - next_offset))
+        records: list[Any] = []
+        end_seen: int | None = None
+        for message in consumer.consume(num_messages=wanted, timeout=POLL_SECONDS):
+            error = message.error()
+            if error is None:
+                offset = message.offset()
+                if offset is None or offset < next_offset:
+                    continue
+                if self.stop_at is not None and offset >= self.stop_at:
+                    end_seen = self.stop_at
+                    break
+                records.append(message)
+                continue
+            if error.code() == KafkaError._PARTITION_EOF:
+                end_seen = message.offset()
+                if self.stop_at is not None and end_seen is not None:
+                    end_seen = min(end_seen, self.stop_at)
+            elif error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+                self.metrics.fetch_errors.labels(upstream, "data_loss").inc()
+                raise SourceDataLossError(
+                    f"{upstream} no longer holds {self.topic.source_topic} partition "
+                    f"{self.partition} offset {next_offset} ({error.str()}); relaying on "
+                    "would skip records"
+                )
+            else:
+                kind = "timeout" if error.code() == KafkaError._TIMED_OUT else "transport"
+                self.metrics.fetch_errors.labels(upstream, kind).inc()
+                if error.str() != self._fetch_problem:  # once per kind of trouble
+                    self.log.warning("reading from %s: %s", upstream, error.str())
+                self._fetch_problem = error.str()
+        return records, end_seen
+
+    def _report_lag(self, upstream: str, next_offset: int) -> None:
+        state = self._states().get(upstream)
+        end = state.log_ends.get(self._tp) if state else None
+        if end is not None:
+            self.metrics.lag_records.labels(*self._labels).set(max(0, end - next_offset))

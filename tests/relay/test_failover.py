@@ -1,0 +1,150 @@
+"""Failover across identical upstreams on real brokers (a third broker is the second
+upstream): the current upstream dies, or falls behind by more than ``lag_threshold``, and
+the relay goes on from the other exactly; upstreams that differ halt the partition."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from replicator.core.kafka import provenance
+from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.relay.service import RelayService
+from tests.fixtures.independent import read_partition
+from tests.fixtures.relay import UPSTREAM_B, create_topic, produce
+from tests.fixtures.stack import DESTINATION, SOURCE
+
+PARTITIONS = 2
+
+
+def records(start: int, count: int, value: bytes = b"v") -> list[tuple[int, bytes, bytes]]:
+    return [(i % PARTITIONS, b"k%d" % i, value + b"%d" % i) for i in range(start, start + count)]
+
+
+def relayed(local_stack, setup) -> int:
+    return sum(
+        len(read_partition(local_stack.bootstrap(DESTINATION), setup.destination, p))
+        for p in range(PARTITIONS)
+    )
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def assert_exact(local_stack, setup) -> None:
+    for partition in range(PARTITIONS):
+        source = read_partition(local_stack.bootstrap(SOURCE), setup.source, partition)
+        copied = read_partition(local_stack.bootstrap(DESTINATION), setup.destination, partition)
+        named = provenance.SourcePartition(UPSTREAM_B, setup.source, partition)
+        assert [provenance.source_offset(list(r[5]), named) for r in copied] == [
+            r[0] for r in source
+        ], f"partition {partition}"
+        assert [(r[3], r[4]) for r in copied] == [(r[3], r[4]) for r in source]
+
+
+def run_in_background(service: RelayService) -> threading.Thread:
+    thread = threading.Thread(target=service.run, daemon=True)
+    thread.start()
+    return thread
+
+
+def switches(service: RelayService, setup, reason: str) -> float:
+    return service.metrics.switches.labels(setup.source, reason)._value.get()
+
+
+def test_the_current_upstream_dies_and_the_other_goes_on_exactly(
+    local_stack, relay_setup, extra_broker
+):
+    setup = relay_setup(
+        sources=(UPSTREAM_B, SOURCE), mode="failover", east_b=extra_broker.bootstrap
+    )
+    both = [extra_broker.bootstrap, local_stack.bootstrap(SOURCE)]
+    for bootstrap in both:
+        create_topic(bootstrap, setup.source, PARTITIONS)
+    produce(both, setup.source, records(0, 200))
+    service = RelayService(setup.config, handle_signals=False)
+    thread = run_in_background(service)
+    try:
+        wait_for(lambda: relayed(local_stack, setup) >= 50, "the first records")
+        extra_broker.kill()  # the current upstream
+        produce([local_stack.bootstrap(SOURCE)], setup.source, records(200, 200))
+        wait_for(lambda: relayed(local_stack, setup) == 400, "every record via us-east-1")
+    finally:
+        service.request_stop()
+        thread.join(60)
+    assert_exact(local_stack, setup)
+    assert switches(service, setup, "failure") >= 1
+
+
+def test_an_upstream_falling_behind_past_the_threshold_is_left_for_the_leader(
+    local_stack, relay_setup, extra_broker
+):
+    setup = relay_setup(
+        sources=(UPSTREAM_B, SOURCE),
+        mode="failover",
+        east_b=extra_broker.bootstrap,
+        relay_options="lag_threshold = 50",
+    )
+    both = [extra_broker.bootstrap, local_stack.bootstrap(SOURCE)]
+    for bootstrap in both:
+        create_topic(bootstrap, setup.source, PARTITIONS)
+    produce(both, setup.source, records(0, 100))
+    service = RelayService(setup.config, handle_signals=False)
+    thread = run_in_background(service)
+    try:
+        wait_for(lambda: relayed(local_stack, setup) == 100, "the shared records")
+        produce([local_stack.bootstrap(SOURCE)], setup.source, records(100, 300))
+        wait_for(lambda: relayed(local_stack, setup) == 400, "the leader's records")
+    finally:
+        service.request_stop()
+        thread.join(60)
+    assert_exact(local_stack, setup)
+    assert switches(service, setup, "lag") >= 1
+    assert switches(service, setup, "failure") == 0
+
+
+def test_upstreams_that_differ_halt_the_partition_and_nothing_wrong_is_written(
+    local_stack, relay_setup, extra_broker
+):
+    setup = relay_setup(
+        sources=(UPSTREAM_B, SOURCE), mode="failover", east_b=extra_broker.bootstrap
+    )
+    for bootstrap in (extra_broker.bootstrap, local_stack.bootstrap(SOURCE)):
+        create_topic(bootstrap, setup.source, PARTITIONS)
+    produce([extra_broker.bootstrap], setup.source, records(0, 40, b"a"))
+    produce([local_stack.bootstrap(SOURCE)], setup.source, records(0, 60, b"b"))
+    assert RelayService(setup.config, stop_at_end=True, handle_signals=False).run() == 0
+    before = [
+        read_partition(local_stack.bootstrap(DESTINATION), setup.destination, p)
+        for p in range(PARTITIONS)
+    ]
+    assert sum(len(b) for b in before) == 40
+    extra_broker.kill()
+    assert RelayService(setup.config, stop_at_end=True, handle_signals=False).run() == 1
+    after = [
+        read_partition(local_stack.bootstrap(DESTINATION), setup.destination, p)
+        for p in range(PARTITIONS)
+    ]
+    assert after == before
+    relay = setup.config.relay
+    assert relay is not None
+    store = CheckpointStore(
+        {"bootstrap.servers": local_stack.bootstrap(DESTINATION)},
+        relay.checkpoint_topic,
+        relay.checkpoint_partitions,
+    )
+    for partition in range(PARTITIONS):
+        target = WriteTarget(
+            provenance.SourcePartition(UPSTREAM_B, setup.source, partition),
+            setup.destination,
+            partition,
+        )
+        checkpoint = store.resume_point(target).checkpoint
+        assert checkpoint is not None
+        assert "upstreams differ" in checkpoint.halted and SOURCE in checkpoint.halted
+        assert "offset 19 as relayed" in checkpoint.halted

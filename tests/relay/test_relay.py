@@ -1,0 +1,143 @@
+"""The relay on real brokers: every record shape byte-exact into a remapped topic,
+topic-to-topic in one cluster, source partitions merged into one, filters, and a
+``--stop-at-end`` run that ends at the log ends seen at start."""
+
+from __future__ import annotations
+
+from confluent_kafka import Producer
+
+from replicator.core.kafka import provenance
+from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.relay.service import RelayService
+from tests.fixtures.egress import finish_bursts
+from tests.fixtures.independent import read_partition
+from tests.fixtures.records import produce_every_shape
+from tests.fixtures.relay import create_topic
+from tests.fixtures.stack import DESTINATION, SOURCE
+
+
+def strip(headers: tuple) -> tuple:
+    return tuple(h for h in headers if h[0] != provenance.HEADER)
+
+
+def relay_once(setup) -> int:
+    return RelayService(setup.config, stop_at_end=True, handle_signals=False).run()
+
+
+def assert_relayed(local_stack, setup, partitions, destination=DESTINATION, origin=SOURCE):
+    for partition in range(partitions):
+        source = read_partition(local_stack.bootstrap(SOURCE), setup.source, partition)
+        copied = read_partition(local_stack.bootstrap(destination), setup.destination, partition)
+        named = provenance.SourcePartition(origin, setup.source, partition)
+        assert [provenance.source_offset(list(r[5]), named) for r in copied] == [
+            r[0] for r in source
+        ], f"partition {partition}: offsets"
+        assert [(r[3], r[4], strip(r[5])) for r in copied] == [
+            (r[3], r[4], r[5]) for r in source
+        ], f"partition {partition}: keys, values or headers differ"
+        # Timestamps: the source's own (none-type records get the producer's clock).
+        assert [r[1] for r, s in zip(copied, source, strict=True) if s[2] != 0] == [
+            s[1] for s in source if s[2] != 0
+        ]
+
+
+def test_every_record_shape_is_relayed_byte_exact_to_a_remapped_topic(local_stack, relay_setup):
+    setup = relay_setup()
+    create_topic(local_stack.bootstrap(SOURCE), setup.source, 2)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    produce_every_shape(producer, setup.source, 2, 3, lambda _r, n: 1_700_000_000_000 + n)
+    finish_bursts(producer, setup.source, range(2))
+    assert relay_once(setup) == 0
+    assert_relayed(local_stack, setup, 2)
+    # A second run relays nothing twice.
+    assert relay_once(setup) == 0
+    assert_relayed(local_stack, setup, 2)
+    topics = local_stack.admin(DESTINATION).list_topics(timeout=10).topics
+    assert len(topics[setup.destination].partitions) == 2
+
+
+def test_topic_to_topic_in_one_cluster(local_stack, relay_setup):
+    setup = relay_setup(destination=SOURCE)
+    create_topic(local_stack.bootstrap(SOURCE), setup.source, 1)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    for i in range(50):
+        producer.produce(setup.source, key=b"%d" % i, value=b"v%d" % i, partition=0)
+    finish_bursts(producer, setup.source, [0])
+    assert relay_once(setup) == 0
+    assert_relayed(local_stack, setup, 1, destination=SOURCE)
+
+
+def test_source_partitions_merged_into_one_keep_their_own_order(local_stack, relay_setup):
+    setup = relay_setup(topic_options="destination_partition = 0")
+    create_topic(local_stack.bootstrap(SOURCE), setup.source, 3)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    for i in range(90):
+        producer.produce(setup.source, key=b"%d" % i, value=b"v%d" % i, partition=i % 3)
+    finish_bursts(producer, setup.source, range(3))
+    assert relay_once(setup) == 0
+    copied = read_partition(local_stack.bootstrap(DESTINATION), setup.destination, 0)
+    for partition in range(3):
+        source = read_partition(local_stack.bootstrap(SOURCE), setup.source, partition)
+        named = provenance.SourcePartition(SOURCE, setup.source, partition)
+        mine = [r for r in copied if provenance.source_offset(list(r[5]), named) is not None]
+        assert [provenance.source_offset(list(r[5]), named) for r in mine] == [r[0] for r in source]
+        assert [r[4] for r in mine] == [r[4] for r in source]
+
+
+def test_filters_drop_exactly_their_records_and_a_broken_one_halts_only_its_partition(
+    local_stack, relay_setup
+):
+    filters = """
+[[relay.topics.filters]]
+plugin = "replicator.core.filters.builtin:by_header"
+config = { name = "env", value = "test" }
+[[relay.topics.filters]]
+plugin = "tests.fixtures.filter_plugins:drop_odd_values"
+config = { prefix = "v" }
+"""
+    setup = relay_setup(topic_options=filters)
+    create_topic(local_stack.bootstrap(SOURCE), setup.source, 2)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    for i in range(40):
+        env = b"test" if i % 5 == 0 else b"prod"
+        producer.produce(setup.source, value=b"v%d" % i, partition=i % 2, headers=[("env", env)])
+    finish_bursts(producer, setup.source, range(2))
+    assert relay_once(setup) == 0
+    for partition in range(2):
+        source = read_partition(local_stack.bootstrap(SOURCE), setup.source, partition)
+        expected = [
+            r[4]
+            for r in source
+            if dict(r[5]).get("env") != b"test" and not (r[4][1:].isdigit() and int(r[4][1:]) % 2)
+        ]
+        copied = read_partition(local_stack.bootstrap(DESTINATION), setup.destination, partition)
+        assert [r[4] for r in copied] == expected
+
+    broken = relay_setup(
+        topic_options='filters = [{ plugin = "tests.fixtures.filter_plugins:fail_on_partition",'
+        " config = { partition = 1 } }]"
+    )
+    create_topic(local_stack.bootstrap(SOURCE), broken.source, 2)
+    for i in range(20):
+        producer.produce(broken.source, value=b"v%d" % i, partition=i % 2)
+    finish_bursts(producer, broken.source, range(2))
+    assert relay_once(broken) == 1  # a partition halted
+    relay = broken.config.relay
+    assert relay is not None
+    store = CheckpointStore(
+        {"bootstrap.servers": local_stack.bootstrap(DESTINATION)},
+        relay.checkpoint_topic,
+        relay.checkpoint_partitions,
+    )
+    for partition, halted in ((0, ""), (1, "tests.fixtures.filter_plugins:fail_on_partition")):
+        target = WriteTarget(
+            provenance.SourcePartition(SOURCE, broken.source, partition),
+            broken.destination,
+            partition,
+        )
+        checkpoint = store.resume_point(target).checkpoint
+        assert checkpoint is not None and halted in checkpoint.halted
+        assert bool(checkpoint.halted) == bool(halted)
+    assert read_partition(local_stack.bootstrap(DESTINATION), broken.destination, 1) == []
+    copied = read_partition(local_stack.bootstrap(DESTINATION), broken.destination, 0)
+    assert len(copied) == 11  # 10 records and the burst end
