@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
@@ -187,7 +188,7 @@ class RelayWorker(threading.Thread):
             writer.commit(next_offset)  # a stop request: keep what was written
 
     def _write(self, writer: RecordWriter, messages: list[Any]) -> int:
-        records = messages_to_records(messages)
+        records = pa.Table.from_batches([messages_to_records(messages)])
         kept = self._filters.apply(records, self.topic.source_topic, self.partition)
         if kept.num_rows:
             writer.write(kept)

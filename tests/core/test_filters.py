@@ -94,3 +94,9 @@ def test_unknown_plugins_and_bad_configs_are_config_errors_naming_where():
         load_filter(builtin("by_header"), "f")
     with pytest.raises(ConfigError, match="action must be"):
         load_filter(builtin("by_key_prefix", prefix="x", action="maybe"), "f")
+
+
+def test_a_record_batch_is_filtered_like_a_table():
+    batch = to_batch(every_shape())
+    chain = load_chain([builtin("by_header", name="h")], "f")
+    assert chain.apply(batch, "orders", 0).num_rows == len(every_shape()) - 1

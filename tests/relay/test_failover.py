@@ -12,7 +12,7 @@ from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.relay.service import RelayService
 from tests.fixtures.independent import read_partition
-from tests.fixtures.relay import UPSTREAM_B, create_topic, produce
+from tests.fixtures.relay import UPSTREAM_B, create_topic, produce, record_counts
 from tests.fixtures.stack import DESTINATION, SOURCE
 
 PARTITIONS = 2
@@ -23,10 +23,7 @@ def records(start: int, count: int, value: bytes = b"v") -> list[tuple[int, byte
 
 
 def relayed(local_stack, setup) -> int:
-    return sum(
-        len(read_partition(local_stack.bootstrap(DESTINATION), setup.destination, p))
-        for p in range(PARTITIONS)
-    )
+    return sum(record_counts(local_stack.bootstrap(DESTINATION), setup.destination, PARTITIONS))
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 90) -> None:

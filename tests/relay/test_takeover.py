@@ -14,15 +14,15 @@ from confluent_kafka import Producer
 from replicator.core.kafka import provenance
 from tests.fixtures.egress import finish_bursts
 from tests.fixtures.independent import read_partition
-from tests.fixtures.relay import create_topic, start_relay
+from tests.fixtures.relay import create_topic, record_counts, start_relay
 from tests.fixtures.stack import DESTINATION, SOURCE
 
 PARTITIONS = 4
-RECORDS = 6000
+RECORDS = 8000
 
 
 def counts(local_stack, region: str, topic: str) -> list[int]:
-    return [len(read_partition(local_stack.bootstrap(region), topic, p)) for p in range(PARTITIONS)]
+    return record_counts(local_stack.bootstrap(region), topic, PARTITIONS)
 
 
 def test_a_killed_instance_is_taken_over_and_nothing_is_lost_or_doubled(
@@ -30,21 +30,16 @@ def test_a_killed_instance_is_taken_over_and_nothing_is_lost_or_doubled(
 ):
     setup = relay_setup()
     create_topic(local_stack.bootstrap(SOURCE), setup.source, PARTITIONS)
-    producing = threading.Event()
-    producing.set()
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
 
-    def produce() -> None:
-        producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
-        for i in range(RECORDS):
+    def produce(start: int, count: int, pause: float) -> None:
+        for i in range(start, start + count):
             producer.produce(setup.source, key=b"%d" % i, value=b"v%d" % i, partition=i % 4)
             if i % 200 == 199:
                 producer.flush(10)
-                time.sleep(0.1)  # ~2,000 records/s
-        finish_bursts(producer, setup.source, range(PARTITIONS))
-        producing.clear()
+                time.sleep(pause)
 
-    producer_thread = threading.Thread(target=produce)
-    producer_thread.start()
+    produce(0, 2000, 0)
     logs = [tmp_path / "relay-a.log", tmp_path / "relay-b.log"]
     a, b = (start_relay(setup, log) for log in logs)
     try:
@@ -53,11 +48,18 @@ def test_a_killed_instance_is_taken_over_and_nothing_is_lost_or_doubled(
             assert time.monotonic() < deadline, logs[0].read_text()[-3000:]
             assert a.poll() is None and b.poll() is None
             time.sleep(0.2)
-        assert producing.is_set(), "the kill must land while records are still arriving"
+        # More records arrive for every partition, those of the victim included, while
+        # it is killed: it still had work.
+        more = threading.Thread(target=produce, args=(2000, RECORDS - 2000, 0.3))
+        more.start()
+        time.sleep(1.0)
+        assert more.is_alive(), "the kill must land while records are still arriving"
         os.killpg(a.pid, signal.SIGKILL)
         a.wait(10)
-        producer_thread.join(120)
+        more.join(120)
+        finish_bursts(producer, setup.source, range(PARTITIONS))
         source = counts(local_stack, SOURCE, setup.source)
+        assert sum(source) == RECORDS + PARTITIONS
         deadline = time.monotonic() + 120
         while counts(local_stack, DESTINATION, setup.destination) != source:
             assert time.monotonic() < deadline, logs[1].read_text()[-3000:]

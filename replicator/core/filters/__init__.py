@@ -76,6 +76,8 @@ class FilterChain:
         """The records every filter keeps (segment schema, as given)."""
         if not self.filters or records.num_rows == 0:
             return records
+        if isinstance(records, pa.RecordBatch):
+            records = pa.Table.from_batches([records])
         view = records.add_column(0, "topic", pa.repeat(pa.scalar(topic), records.num_rows))
         view = view.add_column(
             1, "partition", pa.repeat(pa.scalar(partition, pa.int32()), records.num_rows)

@@ -40,7 +40,9 @@ def by_header(config: dict[str, Any]) -> RecordFilter:
     keep_matches = _action(config)
 
     def decide(records: pa.Table) -> np.ndarray:
-        headers = records.column("headers").combine_chunks()
+        headers = records.column("headers")
+        if isinstance(headers, pa.ChunkedArray):
+            headers = headers.combine_chunks()
         flat = headers.flatten()
         hit = pc.equal(flat.field("key"), name)
         if wanted is not None:
