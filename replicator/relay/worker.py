@@ -55,6 +55,15 @@ POLL_SECONDS = 0.1
 HALTING_ERRORS = (UpstreamMismatchError, SourceDataLossError, FilterError, RecordTooLargeError)
 
 
+def produce_error_kind(error: BrokerError) -> str:
+    """The ``error`` label of a failed write (a fixed set: see ``ERROR_KINDS``)."""
+    if error.code in (KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT):
+        return "timeout"
+    if error.code in (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN) or error.retriable:
+        return "transport"
+    return "other"
+
+
 @dataclass
 class RelayStatus:
     state: str = "starting"
@@ -115,12 +124,17 @@ class RelayWorker(threading.Thread):
             self._run()
         except OwnershipLostError as exc:
             self.status.state = "stopped"
+            self.metrics.produce_errors.labels("fenced").inc()
             self.log.info("%s: %s", self.name, exc)
         except HALTING_ERRORS as exc:
             self.status.state, self.status.reason = "halted", str(exc)
             self.metrics.halted.labels(*self._labels).set(1)
+            if isinstance(exc, RecordTooLargeError):
+                self.metrics.produce_errors.labels("too_large").inc()
             self.log.error("partition halted: %s", exc)
         except BaseException as exc:  # reported; the service restarts the worker
+            if isinstance(exc, BrokerError):
+                self.metrics.produce_errors.labels(produce_error_kind(exc)).inc()
             self.status.state, self.status.reason = "failed", str(exc)
             self.failure = exc
             self.log.error(

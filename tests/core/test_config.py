@@ -70,8 +70,8 @@ def test_missing_region_reference_lists_known_regions():
 
 
 def test_missing_required_key():
-    text = '[regions.us-east-1]\nkafka.bootstrap_servers = "x:1"\n'
-    assert problems(text) == [("regions.us-east-1.bucket", "missing required key")]
+    text = '[regions.us-east-1]\nbucket = "bucket-east"\n'
+    assert problems(text) == [("regions.us-east-1.kafka", "missing required key")]
 
 
 def test_negative_size_is_rejected():
@@ -223,3 +223,43 @@ def test_the_example_config_names_its_file_in_errors():
     config = load_config(ROOT / "config.example.toml")
     assert config.source.endswith("config.example.toml")
     assert required(config, "egress").region == "us-east-1"
+
+
+RELAY = """
+[regions.east-b]
+kafka.bootstrap_servers = "127.0.0.1:39092"
+[regions.west]
+kafka.bootstrap_servers = "127.0.0.1:49092"
+[relay]
+mode = "failover"
+sources = ["us-east-1", "east-b"]
+destination = "west"
+[[relay.topics]]
+source_topic = "orders"
+"""
+
+
+def test_a_relay_config_names_clusters_by_kafka_settings_alone():
+    config = parse(MINIMAL + RELAY)
+    relay = required(config, "relay")
+    assert (relay.origin, relay.topics[0].destination) == ("us-east-1", "orders")
+    assert config.region("east-b").bucket is None
+
+
+def test_relay_mistakes_are_reported_with_their_key():
+    found = problems(MINIMAL + RELAY.replace('"east-b"]', '"east-b", "nowhere"]'))
+    assert (
+        "relay.sources[2]",
+        "region 'nowhere' is not defined under [regions] (east-b, us-east-1, west)",
+    ) in found
+    single = RELAY.replace('sources = ["us-east-1", "east-b"]', 'sources = ["us-east-1"]')
+    assert ("relay.sources", "failover needs at least two different upstreams") in problems(
+        MINIMAL + single
+    )
+    loop = RELAY.replace('destination = "west"', 'destination = "east-b"')
+    assert any("would be relayed into itself" in m for _, m in problems(MINIMAL + loop))
+
+
+def test_a_region_that_egress_uses_needs_its_bucket():
+    text = MINIMAL + RELAY + '[egress]\nregion = "east-b"\n'
+    assert ("regions.east-b.bucket", "egress.region needs this region's bucket") in problems(text)

@@ -6,6 +6,7 @@ from ingress.service import IngressService
 from replicator.core.kafka import provenance
 from replicator.core.segments.format import TIMESTAMP_CREATE_TIME, TIMESTAMP_NONE
 from tests.fixtures.independent import read_partition
+from tests.fixtures.ingress import segment_batch
 from tests.fixtures.records import every_shape, to_batch
 from tests.fixtures.stack import DESTINATION, SOURCE
 
@@ -138,3 +139,24 @@ def test_a_record_too_large_for_the_destination_halts_its_partition_naming_the_o
         f"{setup.destination} accepts" in r.getMessage()
         for r in caplog.records
     )
+
+
+def test_source_filters_drop_exactly_their_records_and_the_rest_replays(local_stack, ingress_setup):
+    setup = ingress_setup(
+        extra_toml="""
+[[ingress.sources.filters]]
+plugin = "replicator.core.filters.builtin:by_header"
+config = { name = "h", value = "3" }
+[[ingress.sources.filters]]
+plugin = "tests.fixtures.filter_plugins:drop_keys_ending"
+config = { suffix = "7" }
+"""
+    )
+    setup.put_descriptor(1)
+    setup.put_segment(0, 0, 29, segment_batch(0, 30))
+    assert run_to_end(setup) == 0
+    _, sources = destination_records(local_stack, setup, 0)
+    assert sources == [o for o in range(30) if o != 3 and o % 10 != 7]
+    # The dropped offsets count as replayed: a second run writes nothing more.
+    assert run_to_end(setup) == 0
+    assert destination_records(local_stack, setup, 0)[1] == sources

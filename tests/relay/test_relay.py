@@ -4,10 +4,13 @@ topic-to-topic in one cluster, source partitions merged into one, filters, and a
 
 from __future__ import annotations
 
+import pytest
 from confluent_kafka import Producer
 
+from replicator.core.errors import ConfigError
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.core.kafka.errors import DestinationTopicError
 from replicator.relay.service import RelayService
 from tests.fixtures.egress import finish_bursts
 from tests.fixtures.independent import read_partition
@@ -141,3 +144,26 @@ config = { prefix = "v" }
     assert read_partition(local_stack.bootstrap(DESTINATION), broken.destination, 1) == []
     copied = read_partition(local_stack.bootstrap(DESTINATION), broken.destination, 0)
     assert len(copied) == 11  # 10 records and the burst end
+
+
+def test_a_destination_with_too_few_partitions_stops_the_relay_before_anything_is_written(
+    local_stack, relay_setup
+):
+    setup = relay_setup()
+    create_topic(local_stack.bootstrap(SOURCE), setup.source, 3)
+    create_topic(local_stack.bootstrap(DESTINATION), setup.destination, 2)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    for i in range(9):
+        producer.produce(setup.source, value=b"v%d" % i, partition=i % 3)
+    producer.flush(10)
+    with pytest.raises(DestinationTopicError, match=r"has 2 partitions but relay of .* needs 3"):
+        relay_once(setup)
+    for partition in range(2):
+        assert (
+            read_partition(local_stack.bootstrap(DESTINATION), setup.destination, partition) == []
+        )
+
+
+def test_a_loop_inside_one_cluster_is_refused_at_load(relay_setup):
+    with pytest.raises(ConfigError, match="would be relayed into itself"):
+        relay_setup(destination=SOURCE, source_topic="same.name", destination_topic="same.name")
