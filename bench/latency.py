@@ -56,6 +56,53 @@ def _produce(producer: Producer, count: int, start: int, value: bytes) -> None:
         )
 
 
+def steady_load(bootstrap: str, tail: DestinationTail, rate: int, seconds: float) -> None:
+    """Warm up with one record per partition through to ``tail``, then send ``rate``
+    records/s to topic ``bench`` for ``seconds`` and wait until ``tail`` has them all.
+    Only the records after the warm-up are timed."""
+    deadline = time.monotonic() + 180
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    value = os.urandom(VALUE_BYTES)
+    # Warm-up: the measurement starts with every worker of the pipeline running.
+    tail.start()
+    _produce(producer, PARTITIONS, 0, value)
+    producer.flush(30)
+    while tail.replayed() < PARTITIONS:
+        assert time.monotonic() < deadline, "warm-up records did not arrive"
+        time.sleep(0.2)
+    tail.lags["bench"].clear()
+    sent = PARTITIONS
+    started = time.monotonic()
+    while (elapsed := time.monotonic() - started) < seconds:
+        due = int(elapsed * rate) + PARTITIONS
+        if due > sent:
+            _produce(producer, due - sent, sent, value)
+            sent = due
+        producer.poll(0)
+        time.sleep(0.005)
+    producer.flush(30)
+    # The local broker hides a partition's last batch until more data arrives.
+    _produce(producer, PARTITIONS, sent, value)
+    producer.flush(30)
+    sent += PARTITIONS
+    deadline = time.monotonic() + 120
+    while tail.replayed() < sent:
+        assert time.monotonic() < deadline, f"{sent - tail.replayed()} records missing"
+        time.sleep(0.2)
+
+
+def lag_figures(lags: list[float], rate: int, seconds: float) -> dict[str, float]:
+    return {
+        "rate_records_per_s": rate,
+        "seconds": seconds,
+        "records_timed": len(lags),
+        "p50_seconds": percentile(lags, 50) or 0.0,
+        "p90_seconds": percentile(lags, 90) or 0.0,
+        "p99_seconds": percentile(lags, 99) or 0.0,
+        "max_seconds": max(lags, default=0.0),
+    }
+
+
 def measure(rate: int, seconds: float) -> dict[str, float]:
     with bench_stack(CONFIG, "latency") as (config, root):
         path = str(root / "bench.toml")
@@ -71,50 +118,12 @@ def measure(rate: int, seconds: float) -> dict[str, float]:
         tail = DestinationTail(west, {"bench": "bench.copy"}, PARTITIONS)
         try:
             egress.wait_for_log(STARTED_LINE, timeout=180.0)
-            deadline = time.monotonic() + 180
-            producer = Producer({"bootstrap.servers": east, "linger.ms": 5})
-            value = os.urandom(VALUE_BYTES)
-            # Warm-up: one record per partition, through to the destination, so that the
-            # measurement starts with Spark's Python workers and ingress's workers running.
-            tail.start()
-            _produce(producer, PARTITIONS, 0, value)
-            producer.flush(30)
-            while tail.replayed() < PARTITIONS:
-                assert time.monotonic() < deadline, "warm-up records did not arrive"
-                time.sleep(0.2)
-            tail.lags["bench"].clear()
-            sent = PARTITIONS
-            started = time.monotonic()
-            while (elapsed := time.monotonic() - started) < seconds:
-                due = int(elapsed * rate) + PARTITIONS
-                if due > sent:
-                    _produce(producer, due - sent, sent, value)
-                    sent = due
-                producer.poll(0)
-                time.sleep(0.005)
-            producer.flush(30)
-            # The local broker hides a partition's last batch until more data arrives.
-            _produce(producer, PARTITIONS, sent, value)
-            producer.flush(30)
-            sent += PARTITIONS
-            deadline = time.monotonic() + 120
-            while tail.replayed() < sent:
-                assert time.monotonic() < deadline, f"{sent - tail.replayed()} records missing"
-                time.sleep(0.2)
+            steady_load(east, tail, rate, seconds)
         finally:
             tail.close()
             egress.stop()
             ingress.stop()
-    lags = tail.lags["bench"]
-    return {
-        "rate_records_per_s": rate,
-        "seconds": seconds,
-        "records_timed": len(lags),
-        "p50_seconds": percentile(lags, 50) or 0.0,
-        "p90_seconds": percentile(lags, 90) or 0.0,
-        "p99_seconds": percentile(lags, 99) or 0.0,
-        "max_seconds": max(lags, default=0.0),
-    }
+    return lag_figures(tail.lags["bench"], rate, seconds)
 
 
 def main() -> None:

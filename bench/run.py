@@ -2,7 +2,8 @@
 
 Runs the egress, ingress and compaction throughput benchmarks on the fixed workload
 (8 partitions, 2,000,000 records, 16-byte keys, 200-byte values, one header), the
-end-to-end latency benchmark, and samples peak memory while they run; prints a table and
+end-to-end latency benchmark, the relay's throughput (half the workload) and latency, and
+samples peak memory while they run; prints a table and
 writes ``bench/results/latest.json``. Each benchmark starts its own local stack.
 
 Usage: python -m bench.run [--records N] [--latency-seconds S] [--only NAME ...]
@@ -21,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import compaction_throughput, egress_throughput, ingress_throughput, latency
+from bench import compaction_throughput, egress_throughput, ingress_throughput, latency, relay
 from replicator.core.logs import configure_logging
 
 RESULTS = Path(__file__).parent / "results" / "latest.json"
@@ -113,6 +114,30 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                 0.8,
             ),
         ]
+    if "relay" in raw:
+        r = raw["relay"]
+        found += [
+            _ratio_figure(
+                "relay records/s (whole run)",
+                "rec/s",
+                r["relay_records_per_s"],
+                r["baseline_records_per_s"],
+                0.8,
+            ),
+            _ratio_figure(
+                "relay records/s (after the group join)",
+                "rec/s",
+                r["relay_records_per_s_after_join"],
+                r["baseline_records_per_s"],
+                0.8,
+            ),
+        ]
+    if "relay_latency" in raw:
+        lat = raw["relay_latency"]
+        found += [
+            Figure("relay latency p50", "s", lat["p50_seconds"], None, "-", True),
+            _limit_figure("relay latency p99", "s", lat["p99_seconds"], 0.5),
+        ]
     if "latency" in raw:
         lat = raw["latency"]
         found += [
@@ -145,11 +170,15 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--latency-seconds", type=float, default=60.0)
     parser.add_argument("--latency-rate", type=int, default=2_000)
-    parser.add_argument("--only", nargs="+", choices=["egress", "ingress", "compaction", "latency"])
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=["egress", "ingress", "compaction", "latency", "relay", "relay_latency"],
+    )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
     configure_logging("WARNING")
-    wanted = args.only or ["egress", "ingress", "compaction", "latency"]
+    wanted = args.only or ["egress", "ingress", "compaction", "latency", "relay", "relay_latency"]
     raw: dict[str, dict[str, Any]] = {}
     started = time.monotonic()
     steps: dict[str, Callable[[], dict[str, Any]]] = {
@@ -157,6 +186,8 @@ def main() -> None:
         "ingress": lambda: ingress_throughput.measure(args.records, args.partitions),
         "compaction": lambda: compaction_throughput.measure(args.records, args.partitions, 10),
         "latency": lambda: latency.measure(args.latency_rate, args.latency_seconds),
+        "relay": lambda: relay.measure_throughput(args.records // 2, args.partitions),
+        "relay_latency": lambda: relay.measure_latency(args.latency_rate, args.latency_seconds / 2),
     }
     for name in wanted:
         print(f"running the {name} benchmark ...", flush=True)

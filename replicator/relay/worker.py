@@ -51,7 +51,7 @@ from replicator.relay.metrics import RelayMetrics
 log = logging.getLogger(__name__)
 
 READ_BATCH = 5_000
-POLL_SECONDS = 0.1
+POLL_SECONDS = 0.05
 HALTING_ERRORS = (UpstreamMismatchError, SourceDataLossError, FilterError, RecordTooLargeError)
 
 
@@ -190,7 +190,9 @@ class RelayWorker(threading.Thread):
                 opened = opened or time.monotonic()
             if end_seen is not None:
                 next_offset = max(next_offset, end_seen)
-            caught_up = not messages
+            # A read that returned less than it asked for drained what the upstream had:
+            # commit now, so records wait for the next ones only while more are coming.
+            caught_up = len(messages) < READ_BATCH
             due = opened is not None and time.monotonic() - opened >= self.relay.checkpoint_interval
             if due or (caught_up and (opened is not None or committed != next_offset)):
                 writer.commit(next_offset)

@@ -1,0 +1,167 @@
+"""Relay: records/s next to a plain confluent-kafka consume-then-produce loop in one
+process (no transactions, no provenance header), and end-to-end latency at a steady rate
+with ``checkpoint_interval = "200ms"``.
+
+Usage: python -m bench.relay [--records N] [--partitions P] [--rate R] [--seconds S]
+Each measurement starts its own local stack. Throughput: the fixed workload relayed with
+``replicator relay --stop-at-end`` logic in this process (whole run, the consumer-group
+join included, and from the first record on). Latency: ``replicator relay`` as a process,
+from the source timestamp to the moment a read_committed consumer of the destination
+reads the record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.latency import PARTITIONS as LATENCY_PARTITIONS
+from bench.latency import lag_figures, steady_load
+from bench.local_stack import bench_stack
+from bench.workload import produce_workload
+from infra.drill import DestinationTail, Service
+from replicator.core.logs import configure_logging
+from replicator.relay.service import RelayService
+
+CONFIG = """
+[relay]
+sources = ["us-east-1"]
+destination = "us-west-1"
+checkpoint_interval = "200ms"
+assignment_partitions = 8
+[[relay.topics]]
+source_topic = "bench"
+destination_topic = "bench.copy"
+"""
+STARTED = "relaying"
+"""What the relay logs once it owns its partitions."""
+
+
+def plain_relay(source: str, destination: str, partitions: int) -> tuple[int, float]:
+    """Copy topic ``bench`` to ``bench.plain`` with one consumer and one producer in this
+    process, key, value, timestamp and headers kept: (records, seconds)."""
+    admin = AdminClient({"bootstrap.servers": destination})
+    admin.create_topics([NewTopic("bench.plain", partitions)])["bench.plain"].result(timeout=30)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": source,
+            "group.id": "bench-plain-relay",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": destination,
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "compression.type": "none",
+        }
+    )
+    consumer.assign([TopicPartition("bench", p, 0) for p in range(partitions)])
+    done: set[int] = set()
+    records = 0
+    started = time.perf_counter()
+    while len(done) < partitions:
+        for message in consumer.consume(num_messages=10_000, timeout=1.0):
+            error = message.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
+                    done.add(int(message.partition() or 0))
+                continue
+            while True:
+                try:
+                    producer.produce(
+                        "bench.plain",
+                        message.value(),
+                        message.key(),
+                        int(message.partition() or 0),
+                        timestamp=message.timestamp()[1],
+                        headers=message.headers(),
+                    )
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            records += 1
+        producer.poll(0)
+    producer.flush(120)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return records, elapsed
+
+
+class _TimedRelay(RelayService):
+    """Notes when the first worker starts, to report the rate without the group join."""
+
+    first_worker: float | None = None
+
+    def _start_worker(self, source: Any) -> None:
+        self.first_worker = self.first_worker or time.perf_counter()
+        super()._start_worker(source)
+
+
+def measure_throughput(records: int, partitions: int) -> dict[str, float]:
+    with bench_stack(CONFIG, "relay") as (config, _root):
+        east = config.region("us-east-1").kafka.bootstrap_servers
+        west = config.region("us-west-1").kafka.bootstrap_servers
+        produce_workload(east, "bench", partitions, records)
+        base_records, base_seconds = plain_relay(east, west, partitions)
+        service = _TimedRelay(config, stop_at_end=True, handle_signals=False)
+        started = time.perf_counter()
+        code = service.run()
+        seconds = time.perf_counter() - started
+        assert code == 0, "the relay run failed"
+        working = seconds - ((service.first_worker or started) - started)
+    return {
+        "records": records,
+        "partitions": partitions,
+        "relay_seconds": seconds,
+        "relay_records_per_s": records / seconds,
+        "relay_records_per_s_after_join": records / working,
+        "baseline_records": base_records,
+        "baseline_seconds": base_seconds,
+        "baseline_records_per_s": base_records / base_seconds,
+    }
+
+
+def measure_latency(rate: int, seconds: float) -> dict[str, float]:
+    with bench_stack(CONFIG, "relay-latency") as (config, root):
+        path = str(root / "bench.toml")
+        east = config.region("us-east-1").kafka.bootstrap_servers
+        west = config.region("us-west-1").kafka.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": east})
+        admin.create_topics([NewTopic("bench", LATENCY_PARTITIONS)])["bench"].result(timeout=30)
+        (root / "logs").mkdir()
+        relay = Service("relay", ["relay", "--config", path], root / "logs" / "relay.log")
+        relay.start()
+        tail = DestinationTail(west, {"bench": "bench.copy"}, LATENCY_PARTITIONS)
+        try:
+            relay.wait_for_log(STARTED, timeout=120.0)
+            steady_load(east, tail, rate, seconds)
+        finally:
+            tail.close()
+            relay.stop()
+    return lag_figures(tail.lags["bench"], rate, seconds)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--rate", type=int, default=2_000)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    configure_logging("WARNING")
+    print(json.dumps(measure_throughput(args.records, args.partitions), indent=2))
+    print(json.dumps(measure_latency(args.rate, args.seconds), indent=2))
+
+
+if __name__ == "__main__":
+    main()
