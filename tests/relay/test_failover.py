@@ -76,6 +76,13 @@ def test_the_current_upstream_dies_and_the_other_goes_on_exactly(
         thread.join(60)
     assert_exact(local_stack, setup)
     assert switches(service, setup, "failure") >= 1
+    metrics = service.metrics
+    assert metrics.source_healthy.labels(UPSTREAM_B)._value.get() == 0
+    assert metrics.source_healthy.labels(SOURCE)._value.get() == 1
+    assert metrics.current_source.labels(setup.source, SOURCE)._value.get() == 1
+    assert metrics.current_source.labels(setup.source, UPSTREAM_B)._value.get() == 0
+    relayed_total = sum(metrics.records.labels(setup.source, str(p))._value.get() for p in (0, 1))
+    assert relayed_total == 400
 
 
 def test_an_upstream_falling_behind_past_the_threshold_is_left_for_the_leader(
