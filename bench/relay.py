@@ -27,6 +27,7 @@ from bench.workload import produce_workload
 from infra.drill import DestinationTail, Service
 from replicator.core.logs import configure_logging
 from replicator.relay.service import RelayService
+from replicator.relay.worker import RelayWorker
 
 CONFIG = """
 [relay]
@@ -102,9 +103,9 @@ class _TimedRelay(RelayService):
 
     first_worker: float | None = None
 
-    def _start_worker(self, source: Any) -> None:
+    def _start_worker(self, source: Any) -> RelayWorker:
         self.first_worker = self.first_worker or time.perf_counter()
-        super()._start_worker(source)
+        return super()._start_worker(source)
 
 
 def measure_throughput(records: int, partitions: int) -> dict[str, float]:

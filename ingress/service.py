@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -32,15 +31,13 @@ from replicator.core.kafka.placement import slot_of
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.topics import prepare_destination
 from replicator.core.kafka.writer import PartitionWriter
-from replicator.core.logs import partition_fields
 from replicator.core.malloc import limit_malloc_arenas
 from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 from replicator.core.signals import stop_on_signals
+from replicator.core.workers import WorkerPool
 
 log = logging.getLogger(__name__)
-
-RESTART_BACKOFF = 5.0
 
 
 class IngressService:
@@ -64,12 +61,11 @@ class IngressService:
         self.checkpoints = CheckpointStore(
             self.kafka, self.ingress.checkpoint_topic, self.ingress.checkpoint_partitions
         )
-        self.workers: dict[SourcePartition, PartitionWorker] = {}
+        self.workers: WorkerPool[PartitionWorker] = WorkerPool(self._start_worker)
         self._read_slots = threading.BoundedSemaphore(self.ingress.read_concurrency)
         self._partitions: dict[tuple[str, str], int] = {}
         self._owned_events: set[int] = set()
         self._assigned_once = threading.Event()
-        self._restart_at: dict[SourcePartition, float] = {}
         self._stop = threading.Event()
 
     def request_stop(self) -> None:
@@ -170,14 +166,14 @@ class IngressService:
                 message = consumer.poll(0.5)
                 if message is not None:
                     self._dispatch(message)
-                self._supervise()
+                self.workers.supervise()
                 if self.stop_at_end and self._finished():
                     break
         finally:
             # Before close(): its revoke callback stops and forgets the workers.
-            halted = [w.status.reason for w in self.workers.values() if w.status.state == "halted"]
+            halted = self.workers.halted()
             consumer.close()
-            self._stop_workers(list(self.workers))
+            self.workers.stop()
             bridge.stop()
             bridge.join(10)
             self.metrics.close()
@@ -186,7 +182,7 @@ class IngressService:
     def _finished(self) -> bool:
         if not self._assigned_once.is_set():
             return False
-        return all(w.status.state in ("done", "halted") for w in self.workers.values())
+        return self.workers.finished()
 
     def _owned_sources(self, events: set[int]) -> list[SourcePartition]:
         owned = []
@@ -206,9 +202,7 @@ class IngressService:
                     self._prepare_destination(admin, source)
             except ReplicatorError as exc:
                 log.warning("could not read source partitions yet: %s", exc)
-        for key in self._owned_sources(self._owned_events):
-            if key not in self.workers:
-                self._start_worker(key)
+        self.workers.own(self._owned_sources(self._owned_events))
         self.metrics.owned.labels(self.region).set(len(self.workers))
         self._assigned_once.set()
         log.info(
@@ -220,12 +214,11 @@ class IngressService:
     def _on_revoke(self, _consumer: Consumer, partitions: list[Any]) -> None:
         revoked = {p.partition for p in partitions}
         self._owned_events -= revoked
-        keep = set(self._owned_sources(self._owned_events))
-        self._stop_workers([k for k in self.workers if k not in keep])
+        self.workers.own(self._owned_sources(self._owned_events))
         self.metrics.owned.labels(self.region).set(len(self.workers))
 
-    def _start_worker(self, key: SourcePartition) -> None:
-        worker = PartitionWorker(
+    def _start_worker(self, key: SourcePartition) -> PartitionWorker:
+        return PartitionWorker(
             self.config,
             self.ingress.source(key.origin, key.topic),
             key.partition,
@@ -236,34 +229,9 @@ class IngressService:
             stop_at_end=self.stop_at_end,
             read_slots=self._read_slots,
         )
-        self.workers[key] = worker
-        worker.start()
 
     def _writer(self, target: WriteTarget) -> PartitionWriter:
         return PartitionWriter(self.kafka, self.ingress.group_id, target, self.checkpoints)
-
-    def _stop_workers(self, keys: list[SourcePartition]) -> None:
-        for key in keys:
-            self.workers[key].stop()
-        for key in keys:
-            self.workers.pop(key).join(60)
-
-    def _supervise(self) -> None:
-        """Restart workers that failed on a passing error (broker or bucket unreachable)."""
-        now = time.monotonic()
-        for key, worker in list(self.workers.items()):
-            if worker.is_alive() or worker.status.state != "failed":
-                continue
-            due = self._restart_at.setdefault(key, now + RESTART_BACKOFF)
-            if now >= due:
-                del self._restart_at[key]
-                log.info(
-                    "restarting the worker of %s",
-                    key,
-                    extra=partition_fields(key.origin, key.topic, key.partition),
-                )
-                self.workers.pop(key)
-                self._start_worker(key)
 
     def _dispatch(self, message: Any) -> None:
         error = message.error()

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from replicator.core.config import Config, RelayTopic, key_path, required
+from replicator.core.config import Config, key_path, required
 from replicator.core.filters import FilterChain, load_chain
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_topic
@@ -32,14 +31,13 @@ from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.topics import prepare_destination
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.signals import stop_on_signals
+from replicator.core.workers import WorkerPool
 from replicator.relay.failover import UpstreamState, backoff
 from replicator.relay.health import UpstreamHealth
 from replicator.relay.metrics import RelayMetrics
 from replicator.relay.worker import RelayWorker
 
 log = logging.getLogger(__name__)
-
-RESTART_BACKOFF = 5.0
 
 
 class RelayService:
@@ -63,12 +61,11 @@ class RelayService:
             self.kafka, self.relay.checkpoint_topic, self.relay.checkpoint_partitions
         )
         self.health = UpstreamHealth(config, list(self.topics), self._observed)
-        self.workers: dict[SourcePartition, RelayWorker] = {}
+        self.workers: WorkerPool[RelayWorker] = WorkerPool(self._start_worker)
         self._partitions: dict[str, int] = {}
         self._stop_offsets: dict[tuple[str, int], int] = {}
         self._owned_slots: set[int] = set()
         self._assigned_once = threading.Event()
-        self._restart_at: dict[SourcePartition, float] = {}
         self._stop = threading.Event()
 
     def request_stop(self) -> None:
@@ -191,19 +188,14 @@ class RelayService:
                 error = message.error() if message is not None else None
                 if error is not None and error.code() != KafkaError._PARTITION_EOF:
                     log.warning("assignment topic: %s", error.str())
-                self._supervise()
-                if self.stop_at_end and self._finished():
+                self.workers.supervise()
+                if self.stop_at_end and self._assigned_once.is_set() and self.workers.finished():
                     break
         finally:
-            halted = [w.status.reason for w in self.workers.values() if w.status.state == "halted"]
+            halted = self.workers.halted()
             consumer.close()
-            self._stop_workers(list(self.workers))
+            self.workers.stop()
         return halted
-
-    def _finished(self) -> bool:
-        if not self._assigned_once.is_set():
-            return False
-        return all(w.status.state in ("done", "halted") for w in self.workers.values())
 
     def _owned_sources(self) -> list[SourcePartition]:
         owned = []
@@ -216,9 +208,7 @@ class RelayService:
 
     def _on_assign(self, _consumer: Consumer, partitions: list[Any]) -> None:
         self._owned_slots |= {p.partition for p in partitions}
-        for source in self._owned_sources():
-            if source not in self.workers:
-                self._start_worker(source)
+        self.workers.own(self._owned_sources())
         self.metrics.owned.set(len(self.workers))
         self._assigned_once.set()
         log.info(
@@ -227,15 +217,13 @@ class RelayService:
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[Any]) -> None:
         self._owned_slots -= {p.partition for p in partitions}
-        keep = set(self._owned_sources())
-        self._stop_workers([s for s in self.workers if s not in keep])
+        self.workers.own(self._owned_sources())
         self.metrics.owned.set(len(self.workers))
 
-    def _start_worker(self, source: SourcePartition) -> None:
-        topic: RelayTopic = self.topics[source.topic]
-        worker = RelayWorker(
+    def _start_worker(self, source: SourcePartition) -> RelayWorker:
+        return RelayWorker(
             self.config,
-            topic,
+            self.topics[source.topic],
             source.partition,
             self.metrics,
             self.health.states,
@@ -245,30 +233,9 @@ class RelayService:
             if self.stop_at_end
             else None,
         )
-        self.workers[source] = worker
-        worker.start()
 
     def _writer(self, target: WriteTarget) -> PartitionWriter:
         return PartitionWriter(self.kafka, self.relay.group_id, target, self.checkpoints)
-
-    def _stop_workers(self, sources: list[SourcePartition]) -> None:
-        for source in sources:
-            self.workers[source].stop()
-        for source in sources:
-            self.workers.pop(source).join(60)
-
-    def _supervise(self) -> None:
-        """Restart workers that failed on a passing error (a broker unreachable)."""
-        now = time.monotonic()
-        for source, worker in list(self.workers.items()):
-            if worker.is_alive() or worker.status.state != "failed":
-                continue
-            due = self._restart_at.setdefault(source, now + RESTART_BACKOFF)
-            if now >= due:
-                del self._restart_at[source]
-                log.info("restarting the relay of %s", source)
-                self.workers.pop(source)
-                self._start_worker(source)
 
 
 def run_relay(config: Config, *, stop_at_end: bool = False) -> int:

@@ -1,0 +1,104 @@
+"""The partition workers of one service instance: one thread per owned source partition.
+
+Ingress and the relay run the same way: the instance owns the source partitions the
+consumer group gives it, runs a worker thread for each, stops the ones it no longer owns
+(before the new owner's writer fences them anyway), and restarts a worker that failed on
+a passing error (a broker or bucket unreachable) after a pause. A worker that halted
+stays halted: its reason is in its checkpoint and the service's exit status.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Generic, Protocol, TypeVar
+
+from replicator.core.kafka.provenance import SourcePartition
+
+log = logging.getLogger(__name__)
+
+RESTART_BACKOFF = 5.0
+FINAL_STATES = ("done", "halted")
+
+
+class WorkerStatus(Protocol):
+    state: str
+    reason: str
+
+
+class Worker(Protocol):
+    @property
+    def status(self) -> WorkerStatus: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def join(self, timeout: float | None = None) -> None: ...
+
+    def is_alive(self) -> bool: ...
+
+
+W = TypeVar("W", bound=Worker)
+
+
+class WorkerPool(Generic[W]):
+    """Workers by source partition, made by ``make`` when a partition becomes owned."""
+
+    def __init__(
+        self, make: Callable[[SourcePartition], W], restart_backoff: float = RESTART_BACKOFF
+    ) -> None:
+        self._make = make
+        self._restart_backoff = restart_backoff
+        self.workers: dict[SourcePartition, W] = {}
+        self._restart_at: dict[SourcePartition, float] = {}
+
+    def __len__(self) -> int:
+        return len(self.workers)
+
+    def get(self, source: SourcePartition) -> W | None:
+        return self.workers.get(source)
+
+    def own(self, sources: Iterable[SourcePartition]) -> None:
+        """Run a worker for every source in ``sources`` and for no other."""
+        owned = list(sources)
+        self.stop([s for s in self.workers if s not in owned])
+        for source in owned:
+            if source not in self.workers:
+                self._start(source)
+
+    def stop(self, sources: Iterable[SourcePartition] | None = None) -> None:
+        """Stop the workers of ``sources`` (all by default) and wait for them."""
+        chosen = list(self.workers if sources is None else sources)
+        for source in chosen:
+            self.workers[source].stop()
+        for source in chosen:
+            self.workers.pop(source).join(60)
+            self._restart_at.pop(source, None)
+
+    def supervise(self) -> None:
+        """Restart workers that failed, each after the restart pause."""
+        now = time.monotonic()
+        for source, worker in list(self.workers.items()):
+            if worker.is_alive() or worker.status.state != "failed":
+                continue
+            due = self._restart_at.setdefault(source, now + self._restart_backoff)
+            if now >= due:
+                del self._restart_at[source]
+                log.info("restarting the worker of %s", source)
+                self.workers.pop(source)
+                self._start(source)
+
+    def finished(self) -> bool:
+        """Every worker is done or halted (with ``--stop-at-end``)."""
+        return all(w.status.state in FINAL_STATES for w in self.workers.values())
+
+    def halted(self) -> list[str]:
+        """The reasons of the workers that halted."""
+        return [w.status.reason for w in self.workers.values() if w.status.state == "halted"]
+
+    def _start(self, source: SourcePartition) -> None:
+        worker = self._make(source)
+        self.workers[source] = worker
+        worker.start()
