@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from infra.stack import free_port
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.relay.service import RelayService
@@ -152,3 +153,18 @@ def test_upstreams_that_differ_halt_the_partition_and_nothing_wrong_is_written(
         assert checkpoint is not None
         assert "upstreams differ" in checkpoint.halted and SOURCE in checkpoint.halted
         assert "offset 19 as relayed" in checkpoint.halted
+
+
+def test_with_no_upstream_answering_the_relay_waits_and_never_exits_by_itself(
+    local_stack, relay_setup
+):
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    setup = relay_setup(sources=(UPSTREAM_B,), east_b=dead)
+    service = RelayService(setup.config, handle_signals=False)
+    thread = run_in_background(service)
+    time.sleep(5)
+    assert thread.is_alive(), "the relay gave up on its upstreams"
+    assert service.metrics.source_healthy.labels(UPSTREAM_B)._value.get() == 0
+    service.request_stop()
+    thread.join(30)
+    assert not thread.is_alive()
