@@ -13,6 +13,7 @@ reads the record.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import time
 from typing import Any
@@ -120,6 +121,10 @@ def measure_throughput(records: int, partitions: int) -> dict[str, float]:
         seconds = time.perf_counter() - started
         assert code == 0, "the relay run failed"
         working = seconds - ((service.first_worker or started) - started)
+        # Its Kafka clients go before the brokers do: clients of a stopped broker keep
+        # reconnecting and logging, which would disturb the benchmarks after this one.
+        del service
+        gc.collect()
     return {
         "records": records,
         "partitions": partitions,

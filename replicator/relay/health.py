@@ -85,9 +85,12 @@ class UpstreamHealth:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop checking and let go of the admin clients (a client of a cluster that is
+        gone keeps reconnecting, and logging so, for as long as it exists)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(self._timeout * 2 + 5)
+        self._admins.clear()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.relay.health_check_interval):
