@@ -78,6 +78,12 @@ class IngressMetrics:
             ["region"],
             registry=r,
         )
+        self.events_invalid = Counter(
+            "replicator_ingress_events_invalid",
+            "Records on the segment-events topic that are not events (skipped)",
+            ["region"],
+            registry=r,
+        )
         self.owned = Gauge(
             "replicator_ingress_owned_partitions",
             "Source partitions this instance replays",

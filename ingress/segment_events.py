@@ -19,6 +19,8 @@ from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.segments.errors import SegmentKeyError
 from replicator.core.segments.key import SegmentKey
 
+MAX_EVENT_BYTES = 64 * 1024
+"""An event names one S3 key: anything longer is not one."""
 CREATED: Literal["created"] = "created"
 REMOVED: Literal["removed"] = "removed"
 
@@ -39,11 +41,30 @@ class SegmentEvent:
         return json.dumps({**data, "event_time": self.event_time}, separators=(",", ":")).encode()
 
     @classmethod
-    def from_json(cls, raw: bytes) -> SegmentEvent:
-        data = json.loads(raw)
-        if data.get("kind") not in (CREATED, REMOVED):
-            raise ValueError(f"unknown event kind {data.get('kind')!r}")
-        return cls(data["kind"], data["key"], int(data.get("size", 0)), data.get("event_time", ""))
+    def from_json(cls, raw: bytes | None) -> SegmentEvent:
+        """Parse an event; raises ``ValueError`` saying why for anything else (a
+        tombstone, another JSON value, a field of the wrong type, text too deep)."""
+        if raw is None:
+            raise ValueError("a tombstone, not an event")
+        if len(raw) > MAX_EVENT_BYTES:
+            raise ValueError(f"{len(raw)} bytes, more than an event's {MAX_EVENT_BYTES}")
+        try:
+            data = json.loads(raw)
+        except RecursionError:
+            raise ValueError("JSON nested too deep") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+        kind, s3_key = data.get("kind"), data.get("key")
+        size, event_time = data.get("size", 0), data.get("event_time", "")
+        if kind not in (CREATED, REMOVED):
+            raise ValueError(f"unknown event kind {kind!r}")
+        if not isinstance(s3_key, str):
+            raise ValueError("key is not a string")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise ValueError("size is not a non-negative integer")
+        if not isinstance(event_time, str):
+            raise ValueError("event_time is not a string")
+        return cls(kind, s3_key, size, event_time)
 
 
 def partition_key(source: SourcePartition) -> str:

@@ -242,7 +242,14 @@ class IngressService:
         try:
             event = SegmentEvent.from_json(message.value())
             segment_key = event.segment(self.config.s3.prefix)
-        except (ValueError, KeyError, ReplicatorError):
+        except ValueError as exc:  # SegmentKeyError is one too
+            self.metrics.events_invalid.labels(self.region).inc()
+            log.warning(
+                "segment-events topic partition %s offset %s: skipping an invalid event: %s",
+                message.partition(),
+                message.offset(),
+                exc,
+            )
             return
         worker = self.workers.get(
             SourcePartition(segment_key.region, segment_key.topic, segment_key.partition)

@@ -4,6 +4,8 @@ from replicator.core.segments.errors import SegmentKeyError
 from replicator.core.segments.key import (
     MAX_OFFSET,
     SegmentKey,
+    check_region_name,
+    check_topic_name,
     partition_s3_prefix,
     topic_descriptor_s3_key,
 )
@@ -80,3 +82,18 @@ def test_lexicographic_order_of_keys_is_offset_order():
 def test_prefix_helpers():
     assert partition_s3_prefix("data", "r", "t.x", 4) == "data/r/t.x/4/"
     assert topic_descriptor_s3_key("data", "r", "t.x") == "data/r/t.x/_topic.json"
+
+
+@pytest.mark.parametrize("name", ["orders\n", "orders\r\n", ".", ".."])
+def test_names_match_whole_strings_only(name):
+    with pytest.raises(SegmentKeyError):
+        check_topic_name(name)
+    with pytest.raises(SegmentKeyError):
+        check_region_name(name)
+
+
+def test_an_s3_key_with_a_trailing_newline_is_not_another_segment():
+    s3_key = SegmentKey("us-east-1", "orders", 0, 0, 0, 9).to_s3_key("data")
+    for forged in (s3_key + "\n", s3_key.replace("/0/0/", "/0\n/0/")):
+        with pytest.raises(SegmentKeyError):
+            SegmentKey.from_s3_key(forged, "data")

@@ -21,15 +21,19 @@ MAX_OFFSET = 2**63 - 1
 """Kafka offsets are signed 64-bit."""
 TOPIC_DESCRIPTOR = "_topic.json"
 
-_TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
-_REGION_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-_RANGE_RE = re.compile(r"^(\d{20})-(\d{20})$")
-_INT_RE = re.compile(r"^(0|[1-9]\d{0,9})$")
+# Matched with fullmatch: ``$`` would also accept a trailing newline ("a\n"), letting a
+# forged S3 key ending in %0A parse to another segment's identity.
+_TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_REGION_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_RANGE_RE = re.compile(r"(\d{20})-(\d{20})")
+_INT_RE = re.compile(r"0|[1-9]\d{0,9}")
+_DOTS = (".", "..")
+"""Names that are path steps, not names."""
 
 
 def check_topic_name(name: str) -> str:
     """Kafka's own rule for topic names; they become one S3 key component."""
-    if name in (".", "..") or not _TOPIC_RE.match(name):
+    if name in _DOTS or not _TOPIC_RE.fullmatch(name):
         raise SegmentKeyError(
             f"invalid Kafka topic name {name!r}: use 1-249 characters of "
             "letters, digits, '.', '_' and '-'"
@@ -38,7 +42,7 @@ def check_topic_name(name: str) -> str:
 
 
 def check_region_name(name: str) -> str:
-    if not _REGION_RE.match(name):
+    if name in _DOTS or not _REGION_RE.fullmatch(name):
         raise SegmentKeyError(
             f"invalid region name {name!r}: use 1-64 letters, digits, '.', '_' and '-' "
             "(it becomes part of every S3 key)"
@@ -125,11 +129,11 @@ def _parse_s3_key(key: str, prefix: str) -> SegmentKey:
             f"under prefix {prefix!r}"
         )
     region, topic, partition, level, offsets = parts
-    if not _INT_RE.match(partition):
+    if not _INT_RE.fullmatch(partition):
         raise SegmentKeyError(f"key {key!r}: partition {partition!r} is not a number")
-    if not _INT_RE.match(level):
+    if not _INT_RE.fullmatch(level):
         raise SegmentKeyError(f"key {key!r}: level {level!r} is not a number")
-    match = _RANGE_RE.match(offsets)
+    match = _RANGE_RE.fullmatch(offsets)
     if not match:
         raise SegmentKeyError(
             f"key {key!r}: range {offsets!r} is not two 20-digit offsets 'start-end'"
