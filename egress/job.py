@@ -108,7 +108,7 @@ class EgressJob:
         catalog.partitions()  # fails early on an unreachable broker or a missing topic
         metrics = EgressMetrics(self.config, catalog)
         if self.egress.metrics_port is not None:
-            metrics.serve(self.egress.metrics_port)
+            metrics.serve(self.egress.metrics_port, self.egress.metrics_host)
         descriptors = DescriptorPublisher(self.config, catalog)
         descriptors.publish()
 

@@ -20,7 +20,7 @@ from egress.catalog import SourceCatalog
 from egress.driver_state import DriverState, PartitionStats
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
-from replicator.core.metrics import serve
+from replicator.core.metrics import DEFAULT_HOST, serve
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,8 @@ class EgressMetrics(Collector):
         )
         self.registry.register(self)
 
-    def serve(self, port: int) -> None:
-        self._server = serve(self.registry, port, "egress")
+    def serve(self, port: int, host: str = DEFAULT_HOST) -> None:
+        self._server = serve(self.registry, port, "egress", host)
         self._thread = threading.Thread(target=self._loop, name="egress-metrics", daemon=True)
         self._thread.start()
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from replicator.core.metrics import serve
+from replicator.core.metrics import DEFAULT_HOST, serve
 
 LABELS = ["region", "topic", "partition"]
 
@@ -92,8 +92,8 @@ class IngressMetrics:
         )
         self._server: Any = None
 
-    def serve(self, port: int) -> None:
-        self._server = serve(self.registry, port, "ingress")
+    def serve(self, port: int, host: str = DEFAULT_HOST) -> None:
+        self._server = serve(self.registry, port, "ingress", host)
 
     def close(self) -> None:
         if self._server is not None:

@@ -130,7 +130,7 @@ class IngressService:
     def run(self) -> int:
         self.prepare()
         if self.ingress.metrics_port is not None:
-            self.metrics.serve(self.ingress.metrics_port)
+            self.metrics.serve(self.ingress.metrics_port, self.ingress.metrics_host)
         with stop_on_signals(self._stop, install=self._handle_signals):
             halted = self._serve()
         if halted:

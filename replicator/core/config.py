@@ -12,6 +12,7 @@ appear in reprs, logs or error messages.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import tomllib
@@ -179,6 +180,18 @@ class EgressTopicOverrides(_Model):
     max_segment_age: Duration | None = None
 
 
+def _host(value: str) -> str:
+    """An IP address or a host name to bind to."""
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", value):
+        raise ValueError(f"{value!r} is neither an IP address nor a host name")
+    return value
+
+
 def _regex(value: str) -> str:
     try:
         re.compile(value)
@@ -205,6 +218,8 @@ class EgressConfig(_Model):
     isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
     trigger_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 1.0
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    metrics_host: Annotated[str, AfterValidator(_host)] = "0.0.0.0"
+    """Interface the metrics endpoint binds to (default: every interface)."""
     descriptor_interval: Duration = 60.0
     """How often topic descriptors (_topic.json) are checked for changes."""
 
@@ -262,6 +277,8 @@ class IngressConfig(_Model):
     this, not the number of partitions owned, bounds ingress memory. Replay is CPU-bound
     in one process, so more than the cores it has buys nothing."""
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    metrics_host: Annotated[str, AfterValidator(_host)] = "0.0.0.0"
+    """Interface the metrics endpoint binds to (default: every interface)."""
     sources: list[IngressSource] = Field(default_factory=list)
 
     def source(self, region: str, topic: str) -> IngressSource:
@@ -306,6 +323,8 @@ class RelayConfig(_Model):
     start_from: Literal["earliest", "latest"] = "earliest"
     """Where a partition never relayed before starts."""
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    metrics_host: Annotated[str, AfterValidator(_host)] = "0.0.0.0"
+    """Interface the metrics endpoint binds to (default: every interface)."""
     topics: list[RelayTopic] = Field(min_length=1)
 
     @property

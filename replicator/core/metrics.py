@@ -15,8 +15,14 @@ from prometheus_client import CollectorRegistry, start_http_server
 log = logging.getLogger(__name__)
 
 
-def serve(registry: CollectorRegistry, port: int, component: str) -> Any:
-    """Serve ``registry`` on ``port`` (0 picks a free port); returns the server."""
-    server, _thread = start_http_server(port, addr="0.0.0.0", registry=registry)
-    log.info("%s metrics on http://0.0.0.0:%d/metrics", component, server.server_port)
+DEFAULT_HOST = "0.0.0.0"
+"""Every interface, so that a scraper on another host (or pod) reaches it; set
+``metrics_host`` to one interface's address to keep metrics off the others."""
+
+
+def serve(registry: CollectorRegistry, port: int, component: str, host: str = DEFAULT_HOST) -> Any:
+    """Serve ``registry`` on ``host``:``port`` (port 0 picks a free one); returns the
+    server."""
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    log.info("%s metrics on http://%s:%d/metrics", component, host, server.server_port)
     return server

@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from replicator.core.metrics import serve
+from replicator.core.metrics import DEFAULT_HOST, serve
 
 LABELS = ["topic", "partition"]
 ERROR_KINDS = ("transport", "timeout", "fenced", "too_large", "data_loss", "other")
@@ -89,8 +89,8 @@ class RelayMetrics:
         )
         self._server: Any = None
 
-    def serve(self, port: int) -> None:
-        self._server = serve(self.registry, port, "relay")
+    def serve(self, port: int, host: str = DEFAULT_HOST) -> None:
+        self._server = serve(self.registry, port, "relay", host)
 
     def close(self) -> None:
         if self._server is not None:

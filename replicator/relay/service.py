@@ -148,7 +148,7 @@ class RelayService:
 
     def run(self) -> int:
         if self.relay.metrics_port is not None:
-            self.metrics.serve(self.relay.metrics_port)
+            self.metrics.serve(self.relay.metrics_port, self.relay.metrics_host)
         try:
             with stop_on_signals(self._stop, install=self._handle_signals):
                 counts = self._wait_for_upstreams()
