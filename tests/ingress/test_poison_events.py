@@ -9,7 +9,7 @@ import pytest
 
 from ingress.segment_events import SegmentEvent
 from ingress.service import IngressService
-from replicator.core.config import parse_config
+from tests.fixtures.worker import config
 
 POISON = [
     None,  # a tombstone
@@ -49,24 +49,8 @@ class Message:
         return 41
 
 
-CONFIG = """
-[regions.us-east-1]
-bucket = "east"
-kafka.bootstrap_servers = "127.0.0.1:1"
-[regions.us-west-1]
-bucket = "west"
-sqs_queue = "events"
-kafka.bootstrap_servers = "127.0.0.1:2"
-[ingress]
-region = "us-west-1"
-[[ingress.sources]]
-region = "us-east-1"
-topic = "orders"
-"""
-
-
 def test_the_service_skips_and_counts_poison_events_and_goes_on():
-    service = IngressService(parse_config(CONFIG, "t.toml", {}), handle_signals=False)
+    service = IngressService(config("fail"), handle_signals=False)
     for raw in POISON:
         service._dispatch(Message(raw))
     invalid = service.metrics.events_invalid.labels("us-west-1")._value.get()
