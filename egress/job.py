@@ -21,6 +21,7 @@ from pyspark.errors import StreamingQueryException
 
 from egress.catalog import SourceCatalog
 from egress.errors import EgressFailedError
+from egress.group_offsets import GroupOffsetsExporter
 from egress.kafka_source import KafkaSource
 from egress.metrics import EgressMetrics
 from egress.segment_sink import SegmentSink
@@ -111,6 +112,7 @@ class EgressJob:
             metrics.serve(self.egress.metrics_port, self.egress.metrics_host)
         descriptors = DescriptorPublisher(self.config, catalog)
         descriptors.publish()
+        groups = GroupOffsetsExporter(self.config, catalog)
 
         spark = self._spark or spark_session(
             self.master, f"replicator-egress-{self.egress.region}", {}
@@ -148,7 +150,7 @@ class EgressJob:
                 "until the current end" if self.stop_at_end else "streaming",
             )
             try:
-                records = self._supervise(query, metrics, descriptors)
+                records = self._supervise(query, metrics, descriptors, groups)
             finally:
                 metrics.close()
                 if self._spark is None:
@@ -157,12 +159,19 @@ class EgressJob:
         return EgressRun(len(self._seen_batches), records, self._batch_seconds)
 
     def _supervise(
-        self, query: Any, metrics: EgressMetrics, descriptors: DescriptorPublisher
+        self,
+        query: Any,
+        metrics: EgressMetrics,
+        descriptors: DescriptorPublisher,
+        groups: GroupOffsetsExporter,
     ) -> int:
         """Watch the running query until it ends or a stop is requested; the records read.
-        Raises :class:`EgressFailedError` with the root cause if the query failed."""
+        Raises :class:`EgressFailedError` with the root cause if the query failed.
+
+        Group offsets are exported once more after the query ended, so that a
+        ``stop_at_end`` run leaves the offsets of the time its data was exported."""
         records = 0
-        next_housekeeping = 0.0
+        next_housekeeping = next_group_export = 0.0
         failure: BaseException | None = None
         while query.isActive:
             if self._stop.is_set():
@@ -177,6 +186,9 @@ class EgressJob:
             if time.monotonic() >= next_housekeeping:
                 next_housekeeping = time.monotonic() + self.egress.descriptor_interval
                 descriptors.publish()
+            if groups.enabled and time.monotonic() >= next_group_export:
+                next_group_export = time.monotonic() + self.egress.group_offsets_interval
+                groups.export()
         failure = failure or query.exception()
         records += self._observe(query, metrics)
         metrics.refresh()
@@ -184,6 +196,7 @@ class EgressJob:
             cause = root_cause(str(getattr(failure, "desc", None) or failure))
             log.error("egress from region %s failed: %s", self.egress.region, cause)
             raise EgressFailedError(f"egress stopped: {cause}")
+        groups.export()
         return records
 
     def _observe(self, query: Any, metrics: EgressMetrics) -> int:

@@ -36,6 +36,7 @@ from egress.planning import (
 from egress.record_arrow import SPARK_SCHEMA_DDL, messages_to_rows, range_row
 from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_from_options
 from replicator.core.config import Config, required
+from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.errors import BrokerError
 
@@ -119,9 +120,11 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
 
     Deterministic: a replay reads the same records. Offsets holding no record (compaction,
     transaction markers) are passed over; the read ends at the first offset >= end or when
-    the consumer reaches the log end at or beyond ``end``.
+    the consumer reaches the log end at or beyond ``end``. With ``skip_replicated``,
+    records another replicator wrote (they carry provenance) are passed over the same way.
     """
     egress = required(config, "egress")
+    skip_replicated = egress.skip_replicated
     yield range_row(rng)
     consumer = Consumer(
         client_config(
@@ -142,6 +145,7 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
         last_progress = time.monotonic()
         while position < rng.end:
             records = []
+            before = position
             # Never ask for more than the range still holds: consume() waits out its
             # timeout until it has num_messages, which would cost every small range 1 s.
             wanted = min(READ_BATCH, rng.end - position)
@@ -156,10 +160,13 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 if offset >= rng.end:
                     position = rng.end
                     break
-                records.append(message)
                 position = offset + 1
-            if records:
+                if skip_replicated and provenance.is_replicated(message.headers()):
+                    continue
+                records.append(message)
+            if position > before:
                 last_progress = time.monotonic()
+            if records:
                 yield messages_to_rows(records)
             elif time.monotonic() - last_progress > STALL_TIMEOUT:
                 raise BrokerError(

@@ -90,6 +90,18 @@ class IngressMetrics:
             ["region"],
             registry=r,
         )
+        self.group_partitions_moved = Counter(
+            "replicator_ingress_group_offsets_moved",
+            "Destination group partitions whose offsets the offset sync moved forward",
+            ["group"],
+            registry=r,
+        )
+        self.groups_behind = Gauge(
+            "replicator_ingress_group_offsets_behind_partitions",
+            "Partitions where a group's source offset is beyond what was replayed",
+            ["group"],
+            registry=r,
+        )
         self._server: Any = None
 
     def serve(self, port: int, host: str = DEFAULT_HOST) -> None:

@@ -3,7 +3,8 @@
 Each instance (1) moves S3 notifications from SQS to the segment-events topic, (2) joins
 the ingress consumer group on that topic — Kafka assigns each instance some events-topic
 partitions, and with them the source partitions hashed to them (no other coordinator) —
-and (3) runs a worker per owned source partition. When an instance dies or joins, Kafka
+and (3) runs a worker per owned source partition; the owner of events partition 0 also keeps
+exported consumer groups' translated offsets committed. When an instance dies or joins, Kafka
 moves partitions; the new owner fences the old one and resumes from the destination.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from ingress.group_sync import group_sync as make_group_sync
 from ingress.metrics import IngressMetrics
 from ingress.segment_events import SegmentEvent
 from ingress.sqs_bridge import SqsBridge
@@ -142,6 +144,15 @@ class IngressService:
         reasons of the partitions that halted."""
         bridge = SqsBridge(self.config, self.kafka, self.metrics)
         bridge.start()
+        group_sync = make_group_sync(
+            self.config,
+            self.kafka,
+            self.metrics,
+            partitions=lambda: dict(self._partitions),
+            leading=lambda: 0 in self._owned_events,
+        )
+        if self.ingress.sync_group_offsets:
+            group_sync.start()
         consumer = Consumer(
             {
                 **self.kafka,
@@ -175,6 +186,7 @@ class IngressService:
             consumer.close()
             self.workers.stop()
             bridge.stop()
+            group_sync.stop()
             bridge.join(10)
             self.metrics.close()
         return halted

@@ -136,6 +136,22 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _failover(args: argparse.Namespace) -> int:
+    import json
+
+    from replicator.failover import apply, collect, render
+
+    config = _load(args)
+    report = collect(config, args.group or ())
+    if args.apply:
+        apply(config, report)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(render(report))
+    return 0 if report.ready else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="replicator",
@@ -224,6 +240,21 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--config", required=True, help="deployment config (TOML)")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(handler=_status)
+    failover = commands.add_parser(
+        "failover",
+        help="is the destination ready; translate and commit consumer group offsets there",
+    )
+    failover.add_argument("--config", required=True, help="deployment config (TOML)")
+    failover.add_argument(
+        "--group", action="append", help="consumer group to fail over (repeatable; default all)"
+    )
+    failover.add_argument(
+        "--apply",
+        action="store_true",
+        help="commit the translated offsets of groups without members (forward only)",
+    )
+    failover.add_argument("--json", action="store_true", help="machine-readable output")
+    failover.set_defaults(handler=_failover)
     return parser
 
 

@@ -222,6 +222,13 @@ class EgressConfig(_Model):
     """Interface the metrics endpoint binds to (default: every interface)."""
     descriptor_interval: Duration = 60.0
     """How often topic descriptors (_topic.json) are checked for changes."""
+    consumer_groups: list[Annotated[str, AfterValidator(_regex)]] = Field(default_factory=list)
+    """Consumer groups (regular expressions over whole ids) whose committed offsets on the
+    exported topics are exported beside the segments, for failover."""
+    group_offsets_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 10.0
+    skip_replicated: bool = False
+    """Leave records that carry a ``replicator.source`` header out of the export (their
+    offsets stay covered): two regions can then mirror each other's topics."""
 
     def thresholds(self, topic: str) -> EgressTopicConfig:
         """The segment limits for ``topic``: its own table over ``[egress.defaults]``."""
@@ -279,6 +286,10 @@ class IngressConfig(_Model):
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
     metrics_host: Annotated[str, AfterValidator(_host)] = "0.0.0.0"
     """Interface the metrics endpoint binds to (default: every interface)."""
+    sync_group_offsets: bool = True
+    """Keep the translated offsets of exported consumer groups committed in the
+    destination (groups with members there are never moved; offsets never go back)."""
+    group_sync_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 10.0
     sources: list[IngressSource] = Field(default_factory=list)
 
     def source(self, region: str, topic: str) -> IngressSource:
@@ -325,6 +336,10 @@ class RelayConfig(_Model):
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
     metrics_host: Annotated[str, AfterValidator(_host)] = "0.0.0.0"
     """Interface the metrics endpoint binds to (default: every interface)."""
+    consumer_groups: list[Annotated[str, AfterValidator(_regex)]] = Field(default_factory=list)
+    """Upstream consumer groups (regular expressions over whole ids) whose offsets are
+    kept translated and committed in the destination, for failover."""
+    group_sync_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 10.0
     topics: list[RelayTopic] = Field(min_length=1)
 
     @property

@@ -33,6 +33,7 @@ from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.signals import stop_on_signals
 from replicator.core.workers import WorkerPool
 from replicator.relay.failover import UpstreamState, backoff
+from replicator.relay.groups import group_sync
 from replicator.relay.health import UpstreamHealth
 from replicator.relay.metrics import RelayMetrics
 from replicator.relay.worker import RelayWorker
@@ -182,6 +183,9 @@ class RelayService:
         consumer.subscribe(
             [self.relay.assignment_topic], on_assign=self._on_assign, on_revoke=self._on_revoke
         )
+        sync = group_sync(self.config, self.kafka, leading=lambda: 0 in self._owned_slots)
+        if sync is not None:
+            sync.start()
         try:
             while not self._stop.is_set():
                 message = consumer.poll(0.2)
@@ -193,6 +197,8 @@ class RelayService:
                     break
         finally:
             halted = self.workers.halted()
+            if sync is not None:
+                sync.stop()
             consumer.close()
             self.workers.stop()
         return halted

@@ -61,6 +61,12 @@ def source_offset(
     return None
 
 
+def is_replicated(headers: Any) -> bool:
+    """Whether a record (its confluent-kafka headers list) was written by a replicator:
+    it carries provenance."""
+    return bool(headers) and any(name == HEADER for name, _ in headers)
+
+
 def with_provenance(
     headers: Any, offsets: Any, source: SourcePartition
 ) -> list[list[tuple[str, str | bytes | None]]]:

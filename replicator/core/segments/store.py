@@ -303,6 +303,14 @@ class SegmentStore:
                 regions.append(common["Prefix"][len(head) :].rstrip("/"))
         return sorted(regions)
 
+    def list_objects(self, s3_prefix: str) -> list[tuple[str, int]]:
+        """(S3 object key, size) of every object under ``s3_prefix``, in key order."""
+        return [
+            (item["Key"], item["Size"])
+            for page in self._list(s3_prefix)
+            for item in page.get("Contents", [])
+        ]
+
     def list_topics(self, region: str) -> list[str]:
         head = f"{self.prefix}/{region}/" if self.prefix else f"{region}/"
         topics = []

@@ -1,0 +1,103 @@
+"""Group offsets objects: ``{prefix}/{region}/{topic}/_groups/{group}.json``.
+
+Egress writes one per (exported topic, consumer group) beside the topic's partitions, so
+bucket replication carries it with the segments; the group id is percent-encoded (group
+ids may hold any character, an S3 key component may not hold '/'). ``_groups`` can never
+be a partition directory (those are numbers), so segment listings skip it.
+
+Value: ``{"format_version": 1, "region", "topic", "group", "time", "offsets": {"0": X}}``
+where X is the group's committed offset on that source partition: the offset of the next
+record the group will read. Pure functions; the store does the I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, unquote
+
+from replicator.core.groups.errors import GroupOffsetsError
+from replicator.core.segments.key import topic_s3_prefix
+
+FORMAT_VERSION = 1
+GROUPS_DIRECTORY = "_groups"
+SUFFIX = ".json"
+MAX_OBJECT_BYTES = 4 * 1024**2
+"""Far above any real group's offsets (a partition costs ~30 bytes); a larger object is
+refused before it is parsed."""
+MAX_GROUP_ID_CHARS = 255
+
+
+@dataclass(frozen=True)
+class GroupOffsets:
+    """One group's committed source offsets on one exported topic."""
+
+    region: str
+    topic: str
+    group: str
+    offsets: dict[int, int]
+    """Source partition -> committed offset (the next record to read)."""
+    time: float
+    """When egress read them from the source cluster (epoch seconds)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format_version": FORMAT_VERSION,
+            "region": self.region,
+            "topic": self.topic,
+            "group": self.group,
+            "time": self.time,
+            "offsets": {str(p): o for p, o in sorted(self.offsets.items())},
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> GroupOffsets:
+        """Validate an object's parsed JSON; ``where`` (its S3 key) names it in errors."""
+        if not isinstance(data, dict):
+            raise GroupOffsetsError(f"{where}: not a JSON object")
+        if data.get("format_version") != FORMAT_VERSION:
+            raise GroupOffsetsError(
+                f"{where}: format_version {data.get('format_version')!r} is not {FORMAT_VERSION}"
+            )
+        offsets = data.get("offsets")
+        if not isinstance(offsets, dict):
+            raise GroupOffsetsError(f"{where}: 'offsets' is not an object")
+        parsed: dict[int, int] = {}
+        for partition, offset in offsets.items():
+            if not (isinstance(partition, str) and partition.isdigit()):
+                raise GroupOffsetsError(f"{where}: partition {partition!r} is not a number")
+            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+                raise GroupOffsetsError(
+                    f"{where}: offset {offset!r} of partition {partition} is not an offset"
+                )
+            parsed[int(partition)] = offset
+        fields = {name: data.get(name) for name in ("region", "topic", "group")}
+        for name, value in fields.items():
+            if not isinstance(value, str) or not value:
+                raise GroupOffsetsError(f"{where}: {name!r} is missing or not a string")
+        stamp = data.get("time")
+        if isinstance(stamp, bool) or not isinstance(stamp, (int, float)):
+            raise GroupOffsetsError(f"{where}: 'time' is not a number")
+        return cls(
+            str(fields["region"]), str(fields["topic"]), str(fields["group"]), parsed, float(stamp)
+        )
+
+
+def groups_s3_prefix(prefix: str, region: str, topic: str) -> str:
+    """Key prefix (ending in '/') of a topic's group offsets objects."""
+    return f"{topic_s3_prefix(prefix, region, topic)}{GROUPS_DIRECTORY}/"
+
+
+def group_offsets_s3_key(prefix: str, region: str, topic: str, group: str) -> str:
+    """The S3 object key of ``group``'s offsets on ``region``/``topic``."""
+    return groups_s3_prefix(prefix, region, topic) + quote(group, safe="") + SUFFIX
+
+
+def group_of_s3_key(s3_key: str) -> str | None:
+    """The group id an object key of :func:`group_offsets_s3_key` names (None: another
+    object)."""
+    name = s3_key.rsplit("/", 1)[-1]
+    if not name.endswith(SUFFIX):
+        return None
+    group = unquote(name[: -len(SUFFIX)])
+    return group if 0 < len(group) <= MAX_GROUP_ID_CHARS else None

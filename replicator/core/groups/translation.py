@@ -1,0 +1,82 @@
+"""From a committed source offset to the destination offset. Pure.
+
+A destination partition written from one source partition holds that partition's records
+in source-offset order (filters may leave some out, brokers may show aborted ones; order
+holds either way). ``probe(d)`` returns the first record at destination offset ``d`` or
+later as ``(destination offset, source offset)``, or None when there is none before the
+end. The predicate "the record found from ``d`` has source offset >= X (or there is
+none)" is monotone in ``d``, so a binary search finds the first record with source offset
+>= X in O(log n) probes, each a short read.
+
+The answer for a committed source offset X (the next record the group reads):
+
+- the destination offset of the first record with source offset >= X: the consumer reads
+  that record first; nothing before it is read again and nothing after it skipped;
+- when every replicated record is below X: the offset after the last one written. That is
+  exact when the replay has passed X (the next record written has source offset >= X);
+  otherwise the group is *behind*: translated as far as the destination goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+Probe = Callable[[int], "tuple[int, int] | None"]
+"""destination offset -> (destination offset, source offset) of the first record at or
+after it, or None."""
+
+
+@dataclass(frozen=True)
+class Translation:
+    source_offset: int
+    """The group's committed source offset."""
+    destination_offset: int
+    """Where the group starts reading in the destination."""
+    exact: bool
+    """The destination holds everything up to ``source_offset``: starting at
+    ``destination_offset`` reads exactly what was not read in the source."""
+    replayed_until: int | None
+    """Next source offset the destination will get (None: nothing replicated yet)."""
+
+    @property
+    def behind_records(self) -> int:
+        """Source offsets between what is replicated and the committed offset."""
+        if self.exact:
+            return 0
+        return self.source_offset - (self.replayed_until or 0)
+
+
+def first_at_or_after(source_offset: int, probe: Probe, low: int, end: int) -> int | None:
+    """The destination offset of the first record in ``[low, end)`` whose source offset is
+    at least ``source_offset``; None if there is none."""
+    lo, hi = low, end
+    while lo < hi:
+        mid = (lo + hi) // 2
+        found = probe(mid)
+        if found is None or found[0] >= end or found[1] >= source_offset:
+            hi = mid
+        else:
+            lo = max(mid + 1, found[0] + 1)
+    found = probe(lo) if lo < end else None
+    if found is None or found[0] >= end or found[1] < source_offset:
+        return None
+    return found[0]
+
+
+def translate(
+    source_offset: int,
+    probe: Probe,
+    low: int,
+    replayed_until: int | None,
+    last_destination_offset: int,
+) -> Translation:
+    """Translate ``source_offset`` over a destination partition whose records start at
+    ``low`` and whose last replicated record is at ``last_destination_offset`` (-1: none),
+    with the replay at ``replayed_until`` (the writer's resume point)."""
+    end = max(low, last_destination_offset + 1)
+    found = first_at_or_after(source_offset, probe, low, end)
+    if found is not None:
+        return Translation(source_offset, found, True, replayed_until)
+    exact = (replayed_until or 0) >= source_offset
+    return Translation(source_offset, end, exact, replayed_until)

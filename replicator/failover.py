@@ -1,0 +1,390 @@
+"""``replicator failover``: is the destination ready to take over, and moving the
+applications' consumer groups there.
+
+Run in the destination region. It reports, per replicated partition, how far the
+destination has replayed and the RPO — what the source has that the destination does not —
+and per consumer group and partition the committed source offset, the translated
+destination offset and whether the translation is exact. With ``--apply`` it commits the
+translated offsets of groups without members, forward only. The exit status is 0 only
+when every named group (every group found, when none is named) is ready: found, exact on
+every partition, and (with ``--apply``) committed.
+
+Through S3 (``[ingress]``) group offsets come from the objects egress exported into the
+bucket, and the RPO compares the segments in the destination bucket with those in the
+source region's bucket (when it answers). For a direct relay (``[relay]``) group offsets
+are read straight from the upstream cluster and the RPO is the upstream's log end minus
+what was relayed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+from replicator.core.aws.errors import StorageError
+from replicator.core.config import Config, RelayConfig, required
+from replicator.core.errors import ReplicatorError
+from replicator.core.groups.admin import GroupAdmin
+from replicator.core.groups.plan import GroupPartition, commit_groups
+from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.core.kafka.clients import client_config
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.segments.selection import exported_end
+from replicator.core.segments.store import SegmentStore, StoredSegment
+
+log = logging.getLogger(__name__)
+
+REACH_TIMEOUT = 5.0
+
+
+@dataclass
+class PartitionReadiness:
+    source: SourcePartition
+    destination_topic: str
+    replayed_until: int | None = None
+    """Next source offset the destination will get (None: nothing yet)."""
+    available_end: int | None = None
+    """Offset after the last one the destination can still get (segments in its bucket,
+    or what was relayed)."""
+    source_end: int | None = None
+    """Offset after the last one the source has exported (None: source unreachable)."""
+    rpo_seconds: float | None = None
+    halted: str = ""
+
+    @property
+    def rpo_records(self) -> int | None:
+        if self.source_end is None:
+            return None
+        return max(0, self.source_end - (self.available_end or 0))
+
+
+@dataclass
+class GroupReadiness:
+    group: str
+    rows: list[GroupPartition] = field(default_factory=list)
+    active: bool = False
+    moved: int | None = None
+    """Partitions committed by ``--apply`` (None: not applied)."""
+
+    @property
+    def exact(self) -> bool:
+        return bool(self.rows) and all(r.translation.exact for r in self.rows)
+
+    def ready(self, applied: bool) -> bool:
+        return self.exact and not self.active and (not applied or self.moved is not None)
+
+
+@dataclass
+class FailoverReport:
+    destination_region: str
+    partitions: list[PartitionReadiness]
+    groups: list[GroupReadiness]
+    applied: bool = False
+
+    @property
+    def ready(self) -> bool:
+        return all(g.ready(self.applied) for g in self.groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "destination_region": self.destination_region,
+            "ready": self.ready,
+            "applied": self.applied,
+            "partitions": [
+                {
+                    "region": p.source.origin,
+                    "topic": p.source.topic,
+                    "partition": p.source.partition,
+                    "destination_topic": p.destination_topic,
+                    "replayed_until": p.replayed_until,
+                    "available_end": p.available_end,
+                    "source_end": p.source_end,
+                    "rpo_records": p.rpo_records,
+                    "rpo_seconds": p.rpo_seconds,
+                    "halted": p.halted,
+                }
+                for p in self.partitions
+            ],
+            "groups": [
+                {
+                    "group": g.group,
+                    "ready": g.ready(self.applied),
+                    "active": g.active,
+                    "moved": g.moved,
+                    "partitions": [
+                        {
+                            "topic": r.target.destination_topic,
+                            "partition": r.target.destination_partition,
+                            "source_offset": r.translation.source_offset,
+                            "destination_offset": r.translation.destination_offset,
+                            "exact": r.translation.exact,
+                        }
+                        for r in g.rows
+                    ],
+                }
+                for g in self.groups
+            ],
+        }
+
+
+def rpo(
+    source: list[StoredSegment], destination: list[StoredSegment]
+) -> tuple[int | None, float | None]:
+    """(records, seconds) the source bucket holds beyond the destination bucket. Seconds:
+    from when the source wrote the newest segment the destination also has to when it wrote
+    its newest one. Pure."""
+    source_end = exported_end(s.segment_key for s in source)
+    if source_end is None:
+        return None, None
+    have = exported_end(s.segment_key for s in destination) or 0
+    if have >= source_end:
+        return 0, 0.0
+    written = [s for s in source if s.last_modified is not None]
+    newest = max((s.last_modified.timestamp() for s in written if s.last_modified), default=None)
+    held = [
+        s.last_modified.timestamp() for s in written if s.last_modified and s.segment_key.end < have
+    ]
+    if newest is None:
+        return source_end - have, None
+    return source_end - have, newest - max(held) if held else None
+
+
+# -- through S3 ---------------------------------------------------------------------------
+
+
+def _listed(store: SegmentStore, source: SourcePartition) -> list[StoredSegment] | None:
+    try:
+        return store.list_segments(source.origin, source.topic, source.partition)
+    except StorageError as exc:
+        log.warning("cannot list %s/%s in %s: %s", source.origin, source.topic, store.bucket, exc)
+        return None
+
+
+def _ingress_partitions(config: Config) -> list[PartitionReadiness]:
+    ingress = required(config, "ingress")
+    destination = SegmentStore.for_region(config, ingress.region)
+    rows = []
+    for source in ingress.sources:
+        origin = SegmentStore.for_region(config, source.region)
+        for partition in destination.list_partitions(source.region, source.topic):
+            sp = SourcePartition(source.region, source.topic, partition)
+            row = PartitionReadiness(sp, source.destination)
+            present = _listed(destination, sp) or []
+            row.available_end = exported_end(s.segment_key for s in present)
+            at_source = _listed(origin, sp)
+            if at_source is not None:
+                row.source_end = exported_end(s.segment_key for s in at_source)
+                _, row.rpo_seconds = rpo(at_source, present)
+            rows.append(row)
+    return rows
+
+
+def _ingress_report(config: Config, names: set[str] | None) -> FailoverReport:
+    from ingress.group_sync import translate_exported
+
+    ingress = required(config, "ingress")
+    kafka = client_config(config.region(ingress.region).kafka)
+    partitions = _ingress_partitions(config)
+    counts: dict[tuple[str, str], int] = {}
+    for row in partitions:
+        key = (row.source.origin, row.source.topic)
+        counts[key] = max(counts.get(key, 0), row.source.partition + 1)
+    checkpoints = CheckpointStore(kafka, ingress.checkpoint_topic, ingress.checkpoint_partitions)
+    _replayed(checkpoints, partitions)
+    rows = translate_exported(config, kafka, counts, names)
+    return FailoverReport(ingress.region, partitions, _groups(kafka, ingress.region, rows, names))
+
+
+# -- direct relay -------------------------------------------------------------------------
+
+
+def _relay_report(config: Config, names: set[str] | None) -> FailoverReport:
+    from replicator.relay.groups import relay_target, translate_upstream
+
+    relay = required(config, "relay")
+    kafka = client_config(config.region(relay.destination).kafka)
+    ends = _upstream_ends(config, relay)
+    partitions = []
+    for (topic, partition), end in sorted(ends.items()):
+        target = relay_target(relay, SourcePartition(relay.origin, topic, partition))
+        if target is None:
+            continue
+        row = PartitionReadiness(target.source, target.destination_topic, source_end=end)
+        partitions.append(row)
+    checkpoints = CheckpointStore(kafka, relay.checkpoint_topic, relay.checkpoint_partitions)
+    _replayed(checkpoints, partitions)
+    for row in partitions:
+        row.available_end = row.replayed_until
+    rows = translate_upstream(config, kafka, names, relay.consumer_groups)
+    return FailoverReport(
+        relay.destination, partitions, _groups(kafka, relay.destination, rows, names)
+    )
+
+
+def _upstream_ends(config: Config, relay: RelayConfig) -> dict[tuple[str, int], int]:
+    """Log ends of the relayed topics on the first upstream that answers ({} if none)."""
+    for upstream in relay.sources:
+        admin = AdminClient(client_config(config.region(upstream).kafka, socket_timeout_ms=3000))
+        try:
+            metadata = admin.list_topics(timeout=REACH_TIMEOUT)
+            requests = {
+                TopicPartition(t.source_topic, p): OffsetSpec.latest()
+                for t in relay.topics
+                if t.source_topic in metadata.topics
+                for p in metadata.topics[t.source_topic].partitions
+            }
+            futures = admin.list_offsets(requests, request_timeout=REACH_TIMEOUT)
+            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+        except KafkaException as exc:
+            log.warning("upstream %s did not answer: %s", upstream, exc)
+    return {}
+
+
+# -- shared -------------------------------------------------------------------------------
+
+
+def _replayed(checkpoints: CheckpointStore, partitions: list[PartitionReadiness]) -> None:
+    for row in partitions:
+        target = WriteTarget(row.source, row.destination_topic, row.source.partition)
+        try:
+            point = checkpoints.resume_point(target)
+        except ReplicatorError as exc:
+            log.warning("position of %s unknown: %s", target, exc)
+            continue
+        row.replayed_until = point.next_source_offset
+        if point.checkpoint is not None:
+            row.halted = point.checkpoint.halted
+
+
+def _groups(
+    kafka: dict[str, object], region: str, rows: list[GroupPartition], names: set[str] | None
+) -> list[GroupReadiness]:
+    admin = GroupAdmin(dict(kafka), region)
+    found: dict[str, GroupReadiness] = {n: GroupReadiness(n) for n in names or ()}
+    for row in rows:
+        found.setdefault(row.group, GroupReadiness(row.group)).rows.append(row)
+    for group in found.values():
+        group.active = admin.is_active(group.group)
+    return [found[name] for name in sorted(found)]
+
+
+def collect(config: Config, groups: Iterable[str] = ()) -> FailoverReport:
+    """The failover report of the config's destination: through S3 when it has
+    ``[ingress]``, else of its ``[relay]``."""
+    names = set(groups) or None
+    if config.ingress is not None:
+        return _ingress_report(config, names)
+    if config.relay is not None:
+        return _relay_report(config, names)
+    required(config, "ingress")  # raises: names what is missing
+    raise AssertionError("unreachable")
+
+
+def apply(config: Config, report: FailoverReport) -> None:
+    """Commit the translated offsets of the report's groups without members (forward
+    only); each group's ``moved`` says what was committed."""
+    kafka = client_config(config.region(report.destination_region).kafka)
+    admin = GroupAdmin(kafka, report.destination_region)
+    rows = [row for group in report.groups if not group.active for row in group.rows]
+    moved = commit_groups(admin, rows)
+    for group in report.groups:
+        if group.group in moved:
+            group.moved = moved[group.group]
+            group.active = group.moved is None
+    report.applied = True
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def render(report: FailoverReport, now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    lines = [
+        f"Failover into {report.destination_region}",
+        "",
+        "Replication (RPO: what the source has that the destination cannot get)",
+    ]
+    table: list[tuple[str, ...]] = [
+        (
+            "topic",
+            "part",
+            "destination",
+            "replayed until",
+            "available",
+            "source end",
+            "RPO records",
+            "RPO seconds",
+            "state",
+        )
+    ]
+    for row in report.partitions:
+        table.append(
+            (
+                f"{row.source.origin}/{row.source.topic}",
+                str(row.source.partition),
+                row.destination_topic,
+                _num(row.replayed_until),
+                _num(row.available_end),
+                _num(row.source_end) if row.source_end is not None else "unreachable",
+                _num(row.rpo_records),
+                "-" if row.rpo_seconds is None else f"{row.rpo_seconds:.0f}",
+                f"HALTED: {row.halted}" if row.halted else "ok",
+            )
+        )
+    lines += _columns(table)
+    lines += ["", "Consumer groups"]
+    by_group: list[tuple[str, ...]] = [
+        ("group", "topic", "part", "source offset", "destination offset", "exact", "state")
+    ]
+    for group in report.groups:
+        state = _group_state(group, report.applied)
+        if not group.rows:
+            by_group.append((group.group, "-", "-", "-", "-", "-", state))
+        for member in group.rows:
+            t = member.translation
+            by_group.append(
+                (
+                    group.group,
+                    member.target.destination_topic,
+                    str(member.target.destination_partition),
+                    str(t.source_offset),
+                    str(t.destination_offset),
+                    "yes" if t.exact else f"no: {t.behind_records} behind",
+                    state,
+                )
+            )
+    lines += _columns(by_group)
+    ready = sum(g.ready(report.applied) for g in report.groups)
+    lines += [
+        "",
+        f"{ready} of {len(report.groups)} groups ready"
+        + (" (offsets committed)" if report.applied else ""),
+    ]
+    return "\n".join(lines)
+
+
+def _group_state(group: GroupReadiness, applied: bool) -> str:
+    if not group.rows:
+        return "no exported offsets found"
+    if group.active:
+        return "active in the destination: not moved"
+    if not group.exact:
+        return "behind"
+    if applied:
+        return f"committed ({group.moved} partitions moved)"
+    return "ready"
+
+
+def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else str(value)
