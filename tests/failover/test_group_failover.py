@@ -83,7 +83,7 @@ def read_as_group(bootstrap: str, group: str, topic: str, expected: dict[int, in
         while time.monotonic() < deadline:
             message = consumer.poll(0.5)
             if message is not None and message.error() is None:
-                got[message.partition()].append(message)
+                got[message.partition() or 0].append(message)
             done = all(len(got[p]) >= n for p, n in expected.items())
             if done and quiet_until is None:
                 quiet_until = time.monotonic() + 2
