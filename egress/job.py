@@ -35,6 +35,7 @@ from replicator.core.spark import spark_session
 log = logging.getLogger(__name__)
 
 GRACEFUL_STOP_TIMEOUT = 120.0
+EXPORT_START_CHECK_INTERVAL = 2.0
 
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
 
@@ -171,7 +172,7 @@ class EgressJob:
         Group offsets are exported once more after the query ended, so that a
         ``stop_at_end`` run leaves the offsets of the time its data was exported."""
         records = 0
-        next_housekeeping = next_group_export = 0.0
+        next_housekeeping = next_group_export = next_start_check = 0.0
         failure: BaseException | None = None
         while query.isActive:
             if self._stop.is_set():
@@ -186,6 +187,9 @@ class EgressJob:
             if time.monotonic() >= next_housekeeping:
                 next_housekeeping = time.monotonic() + self.egress.descriptor_interval
                 descriptors.publish()
+            if time.monotonic() >= next_start_check:
+                next_start_check = time.monotonic() + EXPORT_START_CHECK_INTERVAL
+                descriptors.publish_new_starts()
             if groups.enabled and time.monotonic() >= next_group_export:
                 next_group_export = time.monotonic() + self.egress.group_offsets_interval
                 groups.export()
@@ -196,6 +200,7 @@ class EgressJob:
             cause = root_cause(str(getattr(failure, "desc", None) or failure))
             log.error("egress from region %s failed: %s", self.egress.region, cause)
             raise EgressFailedError(f"egress stopped: {cause}")
+        descriptors.publish_new_starts()
         groups.export()
         return records
 

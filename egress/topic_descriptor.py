@@ -1,8 +1,17 @@
 """Topic descriptors: ``{prefix}/{region}/{topic}/_topic.json``.
 
-Egress writes, per exported topic, its partition count and the topic configs a destination
-should copy, so that ingress can create the destination topic alike. Refreshed when they
-change (checked every ``[egress] descriptor_interval``).
+Egress writes, per exported topic, its partition count, the topic configs a destination
+should copy (so that ingress can create the destination topic alike) and, per partition,
+the offset its export started at (``export_start``): the start of its first segment.
+Ingress starts a partition's first replay exactly there, so a backlog whose segments reach
+the destination out of order (bucket replication keeps no order) is never cut short at
+whichever segment happened to arrive first.
+
+Partition count and configs are refreshed when they change (checked every
+``[egress] descriptor_interval``). A partition's export start is found once, by listing
+its segments, as soon as the sink has recorded a segment of it (:mod:`egress.driver_state`,
+checked every few seconds) and never changes afterwards: it is kept from the descriptor
+already in the bucket, even after the first segments expire.
 """
 
 from __future__ import annotations
@@ -11,26 +20,17 @@ import logging
 from typing import Any
 
 from egress.catalog import SourceCatalog
+from egress.driver_state import DriverState
+from replicator.core.aws.errors import ObjectNotFoundError
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.kafka.errors import BrokerError
-from replicator.core.kafka.topics import copied_configs
+from replicator.core.segments.descriptor import describe, export_starts
 from replicator.core.segments.key import topic_descriptor_s3_key
+from replicator.core.segments.selection import lowest_start
 from replicator.core.segments.store import SegmentStore
 
 log = logging.getLogger(__name__)
-
-DESCRIPTOR_VERSION = 1
-
-
-def describe(topic: str, partitions: int, configs: dict[str, str], region: str) -> dict[str, Any]:
-    return {
-        "format_version": DESCRIPTOR_VERSION,
-        "region": region,
-        "topic": topic,
-        "partitions": partitions,
-        "configs": copied_configs(configs),
-    }
 
 
 class DescriptorPublisher:
@@ -39,30 +39,82 @@ class DescriptorPublisher:
         self.egress = required(config, "egress")
         self._catalog = catalog
         self._store = SegmentStore.for_region(config, self.egress.region)
+        self._state = DriverState(self.egress.state_dir)
         self._published: dict[str, dict[str, Any]] = {}
+        self._counts: dict[str, int] = {}
+        self._starts: dict[str, dict[int, int]] = {}
+        self._loaded: set[str] = set()
 
     def publish(self) -> None:
         """Write the descriptors that changed since the last call; never raises for a
         broker or bucket hiccup (the next call retries)."""
         try:
-            counts: dict[str, int] = {}
+            self._counts = {}
             for topic, _partition in self._catalog.partitions():
-                counts[topic] = counts.get(topic, 0) + 1
-            for topic, count in sorted(counts.items()):
-                descriptor = describe(topic, count, self._configs(topic), self.egress.region)
-                if self._published.get(topic) == descriptor:
-                    continue
-                key = topic_descriptor_s3_key(self.config.s3.prefix, self.egress.region, topic)
-                self._store.put_json(key, descriptor)
-                self._published[topic] = descriptor
-                log.info(
-                    "topic descriptor of %s: %d partitions, configs %s",
-                    topic,
-                    count,
-                    descriptor["configs"],
-                )
+                self._counts[topic] = self._counts.get(topic, 0) + 1
+            for topic in sorted(self._counts):
+                if topic not in self._loaded:  # once: later ones come from the sink's stats
+                    self._find_starts(topic, list(range(self._counts[topic])))
+                self._write(topic, self._configs(topic))
         except ReplicatorError as exc:
             log.warning("could not refresh topic descriptors: %s", exc)
+
+    def publish_new_starts(self) -> None:
+        """Record the export start of partitions whose first segments the sink reported
+        since (cheap when there are none: one local file read)."""
+        _, stats = self._state.read_partitions()
+        try:
+            for topic, count in sorted(self._counts.items()):
+                known = self._starts.get(topic, {})
+                new = [
+                    p
+                    for p in range(count)
+                    if p not in known and stats.get((topic, p)) and stats[(topic, p)].segments
+                ]
+                if new and self._find_starts(topic, new):
+                    self._write(topic, self._published[topic]["configs"])
+        except ReplicatorError as exc:
+            log.warning("could not record export starts: %s", exc)
+
+    def _find_starts(self, topic: str, partitions: list[int]) -> bool:
+        """List the segments of ``partitions`` without a known start; True if any found."""
+        starts = self._starts.setdefault(topic, {})
+        if topic not in self._loaded:
+            self._loaded.add(topic)
+            starts.update(self._recorded(topic))
+        found = False
+        for partition in partitions:
+            if partition in starts:
+                continue
+            segments = self._store.list_segments(self.egress.region, topic, partition)
+            start = lowest_start(s.segment_key for s in segments)
+            if start is not None:
+                starts[partition] = start
+                found = True
+        return found
+
+    def _recorded(self, topic: str) -> dict[int, int]:
+        key = topic_descriptor_s3_key(self.config.s3.prefix, self.egress.region, topic)
+        try:
+            return export_starts(self._store.get_json(key)) or {}
+        except ObjectNotFoundError:
+            return {}
+
+    def _write(self, topic: str, configs: dict[str, str]) -> None:
+        count = self._counts[topic]
+        descriptor = describe(topic, count, configs, self.egress.region, self._starts.get(topic))
+        if self._published.get(topic) == descriptor:
+            return
+        key = topic_descriptor_s3_key(self.config.s3.prefix, self.egress.region, topic)
+        self._store.put_json(key, descriptor)
+        self._published[topic] = descriptor
+        log.info(
+            "topic descriptor of %s: %d partitions, configs %s, export starts %s",
+            topic,
+            count,
+            descriptor["configs"],
+            descriptor["export_start"],
+        )
 
     def _configs(self, topic: str) -> dict[str, str]:
         try:

@@ -21,8 +21,8 @@ from ingress.group_sync import group_sync as make_group_sync
 from ingress.metrics import IngressMetrics
 from ingress.segment_events import SegmentEvent
 from ingress.sqs_bridge import SqsBridge
-from ingress.worker import PartitionWorker
-from replicator.core.aws.errors import ObjectNotFoundError
+from ingress.worker import ExportStart, PartitionWorker
+from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.config import Config, IngressSource, key_path, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.filters import load_chain
@@ -34,6 +34,7 @@ from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.topics import prepare_destination
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.malloc import limit_malloc_arenas
+from replicator.core.segments.descriptor import export_starts
 from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 from replicator.core.signals import stop_on_signals
@@ -240,7 +241,19 @@ class IngressService:
             filters=self._filters[(key.origin, key.topic)],
             stop_at_end=self.stop_at_end,
             read_slots=self._read_slots,
+            export_start=lambda: self._export_start(key),
         )
+
+    def _export_start(self, key: SourcePartition) -> ExportStart:
+        try:
+            descriptor = self._descriptor(self.ingress.source(key.origin, key.topic))
+        except StorageError as exc:
+            log.warning("cannot read the topic descriptor of %s/%s: %s", key.origin, key.topic, exc)
+            return ExportStart(True, None)
+        starts = export_starts(descriptor)
+        if starts is None:
+            return ExportStart(False, None)
+        return ExportStart(True, starts.get(key.partition))
 
     def _writer(self, target: WriteTarget) -> PartitionWriter:
         return PartitionWriter(self.kafka, self.ingress.group_id, target, self.checkpoints)

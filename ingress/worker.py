@@ -71,6 +71,16 @@ class SegmentSource(Protocol):
     def open(self, segment: StoredSegment) -> TableSource: ...
 
 
+@dataclass(frozen=True)
+class ExportStart:
+    """What the topic descriptor says of where a partition's export began."""
+
+    recorded: bool
+    """The descriptor records export starts (egress versions that do)."""
+    offset: int | None
+    """The partition's first exported offset; None: not recorded yet."""
+
+
 @dataclass
 class WorkerStatus:
     state: str = "starting"
@@ -92,7 +102,10 @@ class PartitionWorker(threading.Thread):
         filters: FilterChain | None = None,
         stop_at_end: bool = False,
         read_slots: threading.Semaphore | None = None,
+        export_start: Callable[[], ExportStart] | None = None,
     ) -> None:
+        """``export_start``: where egress says the partition's export began (see
+        :meth:`_first_offset`); None where no descriptor can say."""
         super().__init__(name=f"ingress-{source.topic}-{partition}", daemon=True)
         self.config = config
         self.ingress = required(config, "ingress")
@@ -107,6 +120,7 @@ class PartitionWorker(threading.Thread):
         self.failure: BaseException | None = None
         self._stopping = threading.Event()
         self._store = segments
+        self._export_start = export_start or (lambda: ExportStart(False, None))
         self._filters = filters or FilterChain([])
         self._index: dict[SegmentKey, StoredSegment] = {}
         self._end: int | None = None
@@ -174,12 +188,20 @@ class PartitionWorker(threading.Thread):
             writer.close()
 
     def _first_offset(self) -> int | None:
-        """No checkpoint and nothing produced yet: wait ``first_segment_delay`` after the
-        first segment appeared (late segments of lower offsets may still arrive), then
-        start at the lowest offset present."""
+        """No checkpoint and nothing produced yet: start where the export began.
+
+        The topic descriptor names that offset; until it does (egress records it seconds
+        after the first segment) the partition waits. A missing segment at that offset is
+        then a gap like any other (late, then lost). Descriptors of egress versions that
+        did not record it: wait ``first_segment_delay`` after the first segment appeared
+        (late segments of lower offsets may still arrive), then start at the lowest
+        offset present."""
         self.status.state = "waiting"
         while not self._stopping.is_set():
-            if self._index:
+            start = self._export_start()
+            if start.offset is not None:
+                return start.offset
+            if self._index and (self.stop_at_end or not start.recorded):
                 appeared = min(
                     (s.last_modified.timestamp() for s in self._index.values() if s.last_modified),
                     default=time.time(),

@@ -100,6 +100,7 @@ def test_descriptor_statistics_and_group_offsets_are_published(
     assert data["partitions"] == 2
     assert data["configs"]["cleanup.policy"] == "compact"
     assert data["configs"]["max.message.bytes"] == "2000000"
+    assert data["export_start"] == {"0": 0, "1": 0}
     _, stats = DriverState(config.egress.state_dir).read_partitions()
     assert stats[(topic, 0)].records == 21 and stats[(topic, 1)].records == 21
     from confluent_kafka import Consumer, TopicPartition
@@ -108,6 +109,21 @@ def test_descriptor_statistics_and_group_offsets_are_published(
     committed = consumer.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=10)
     consumer.close()
     assert [tp.offset for tp in committed] == [21, 21]
+
+    # Where the export started is kept when the first segments are gone (expired) and a
+    # new run exports more.
+    first = local_stack.store(SOURCE, config.bucket(SOURCE)).list_segments(SOURCE, topic, 0)
+    s3.delete_object(Bucket=config.bucket(SOURCE), Key=first[0].s3_key)
+    for i in range(4):
+        producer.produce(topic, key=b"n%d" % i, value=b"v", partition=i % 2)
+    finish_bursts(producer, topic, [0, 1])
+    run_to_end(config, spark)
+    again = json.loads(
+        s3.get_object(Bucket=config.bucket(SOURCE), Key=f"data/{SOURCE}/{topic}/_topic.json")[
+            "Body"
+        ].read()
+    )
+    assert again["export_start"] == {"0": 0, "1": 0}
 
 
 def test_missing_topic_is_a_clear_error(local_stack, egress_config, unique, spark):

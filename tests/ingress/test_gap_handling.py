@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ingress.replay_plan import retry_intervals
+from ingress.worker import ExportStart
 from replicator.core.kafka.testing import MemoryWriter
 from tests.fixtures.worker import MemorySegments, config, run_worker
 
@@ -55,3 +56,28 @@ def test_retry_intervals_double_and_add_up_to_the_timeout():
     assert intervals == pytest.approx([3600 / 31 * 2**i for i in range(5)])
     assert sum(intervals) == pytest.approx(3600.0)
     assert retry_intervals(0, 60.0) == [60.0]
+
+
+def test_the_first_replay_starts_where_the_export_started_even_if_that_segment_is_late():
+    # The backlog's first segment reaches the bucket last: the worker sees (10, 19) first.
+    segments = MemorySegments([(10, 19)], appear={3: [(0, 9)]})
+    writer = MemoryWriter()
+    worker = run_worker(config("fail"), segments, writer, export_start=ExportStart(True, 0))
+    assert worker.status.state == "done", worker.status
+    assert writer.committed == list(range(20))
+
+
+def test_a_first_segment_that_never_arrives_is_a_lost_segment():
+    segments = MemorySegments([(10, 19)])
+    writer = MemoryWriter()
+    worker = run_worker(config("fail"), segments, writer, export_start=ExportStart(True, 0))
+    assert worker.status.state == "halted" and "offsets 0..9" in worker.status.reason
+    assert writer.committed == []
+
+
+def test_without_a_recorded_export_start_the_lowest_segment_present_is_the_start():
+    # Descriptors of egress versions that did not record export starts.
+    segments = MemorySegments([(10, 19)], appear={3: [(0, 9)]})
+    writer = MemoryWriter()
+    run_worker(config("fail"), segments, writer, export_start=ExportStart(False, None))
+    assert writer.committed == list(range(10, 20))

@@ -1,0 +1,41 @@
+"""A backlog whose segments reach the destination bucket out of order, the first one last:
+the first replay starts where the export started, whatever arrived first."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ingress.service import IngressService
+from tests.fixtures.ingress import provenance_offsets, segment_batch
+
+RANGES = [(0, 9), (10, 19), (20, 29), (30, 39)]
+
+
+def test_a_backlog_arriving_last_segment_first_is_replayed_from_its_first_offset(
+    local_stack, ingress_setup
+):
+    setup = ingress_setup(first_segment_delay="5s", lost_segment_timeout="60s")
+    # What replication delivers first: the newest segment, then the descriptor (which
+    # names offset 0 as where the export began), then the others newest first, the first
+    # one only after first_segment_delay: waiting that long and starting at the lowest
+    # segment present would skip it.
+    setup.put_segment(0, *RANGES[-1], segment_batch(RANGES[-1][0], 10))
+    service = IngressService(setup.config, handle_signals=False)
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()
+    try:
+        time.sleep(1)
+        setup.put_descriptor(1, export_start={0: 0})
+        for start, end in reversed(RANGES[1:-1]):
+            setup.put_segment(0, start, end, segment_batch(start, end - start + 1))
+        time.sleep(8)
+        setup.put_segment(0, *RANGES[0], segment_batch(0, 10))
+        deadline = time.monotonic() + 60
+        while len(provenance_offsets(local_stack, setup, 0)) < 40:
+            assert time.monotonic() < deadline, provenance_offsets(local_stack, setup, 0)
+            time.sleep(0.5)
+    finally:
+        service.request_stop()
+        runner.join(30)
+    assert provenance_offsets(local_stack, setup, 0) == list(range(40))
