@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -31,7 +32,7 @@ from replicator.core.kafka.clients import client_config, ensure_topic
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.placement import slot_of
 from replicator.core.kafka.provenance import SourcePartition
-from replicator.core.kafka.topics import prepare_destination
+from replicator.core.kafka.topics import prepare_destination, sync_configs
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.malloc import limit_malloc_arenas
 from replicator.core.segments.descriptor import export_starts
@@ -67,6 +68,7 @@ class IngressService:
         self.workers: WorkerPool[PartitionWorker] = WorkerPool(self._start_worker)
         self._read_slots = threading.BoundedSemaphore(self.ingress.read_concurrency)
         self._partitions: dict[tuple[str, str], int] = {}
+        self._synced_configs: dict[tuple[str, str], dict[str, str]] = {}
         self._owned_events: set[int] = set()
         self._assigned_once = threading.Event()
         self._stop = threading.Event()
@@ -111,7 +113,9 @@ class IngressService:
             return None
         return data if isinstance(data, dict) else None
 
-    def _prepare_destination(self, admin: AdminClient, source: IngressSource) -> None:
+    def _prepare_destination(self, admin: AdminClient, source: IngressSource) -> bool:
+        """Create, grow or check ``source``'s destination topic and let its configs follow
+        the source's; True when the source has partitions not known before."""
         descriptor = self._descriptor(source)
         if descriptor is not None:
             partitions = int(descriptor["partitions"])
@@ -120,13 +124,46 @@ class IngressService:
             listed = self.store.list_partitions(source.region, source.topic)
             partitions = max(listed) + 1 if listed else 0
             configs = {}
+        key = (source.region, source.topic)
         if partitions == 0:
             log.info("no segments or descriptor yet for %s/%s", source.region, source.topic)
-            return
-        self._partitions[(source.region, source.topic)] = partitions
+            return False
         prepare_destination(
-            admin, source.destination, partitions, configs, f"{source.region}/{source.topic}"
+            admin,
+            source.destination,
+            partitions,
+            configs,
+            f"{source.region}/{source.topic}",
+            may_grow=lambda: self._writes_into(source),
         )
+        if configs and self._synced_configs.get(key) != configs:
+            sync_configs(admin, source.destination, configs)
+            self._synced_configs[key] = configs
+        grew = partitions > self._partitions.get(key, 0)
+        self._partitions[key] = max(partitions, self._partitions.get(key, 0))
+        return grew
+
+    def _writes_into(self, source: IngressSource) -> bool:
+        """Whether ingress already replays ``source`` into its destination topic."""
+        first = WriteTarget(SourcePartition(source.region, source.topic, 0), source.destination, 0)
+        return self.checkpoints.resume_point(first).next_source_offset is not None
+
+    def _refresh_topics(self) -> None:
+        """Follow the sources' descriptors: new partitions (grown topics, sources that
+        appeared after start) get workers, destinations grow, configs follow."""
+        admin = AdminClient(self.kafka)
+        grew = False
+        for source in self.ingress.sources:
+            try:
+                grew |= self._prepare_destination(admin, source)
+            except ReplicatorError as exc:
+                log.error("destination of %s/%s: %s", source.region, source.topic, exc)
+            except KafkaException as exc:
+                log.warning("Kafka of region %s: %s", self.region, exc.args[0].str())
+        if grew and self._assigned_once.is_set():
+            self.workers.own(self._owned_sources(self._owned_events))
+            self.metrics.owned.labels(self.region).set(len(self.workers))
+            log.info("now owning %d source partitions", len(self.workers))
 
     # -- running --------------------------------------------------------------------------
 
@@ -173,12 +210,16 @@ class IngressService:
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
         )
+        next_refresh = time.monotonic() + self.ingress.descriptor_interval
         try:
             while not self._stop.is_set():
                 message = consumer.poll(0.5)
                 if message is not None:
                     self._dispatch(message)
                 self.workers.supervise()
+                if time.monotonic() >= next_refresh:
+                    next_refresh = time.monotonic() + self.ingress.descriptor_interval
+                    self._refresh_topics()
                 if self.stop_at_end and self._finished():
                     break
         finally:
@@ -209,12 +250,7 @@ class IngressService:
     def _on_assign(self, _consumer: Consumer, partitions: list[Any]) -> None:
         self._owned_events |= {p.partition for p in partitions}
         if not self._partitions:
-            try:
-                admin = AdminClient(self.kafka)
-                for source in self.ingress.sources:
-                    self._prepare_destination(admin, source)
-            except ReplicatorError as exc:
-                log.warning("could not read source partitions yet: %s", exc)
+            self._refresh_topics()
         self.workers.own(self._owned_sources(self._owned_events))
         self.metrics.owned.labels(self.region).set(len(self.workers))
         self._assigned_once.set()

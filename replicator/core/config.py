@@ -286,6 +286,9 @@ class IngressConfig(_Model):
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
     metrics_host: Annotated[str, AfterValidator(_host)] = "0.0.0.0"
     """Interface the metrics endpoint binds to (default: every interface)."""
+    descriptor_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 30.0
+    """How often topic descriptors are read again: partitions added to a source, sources
+    that appear after start, config changes."""
     sync_group_offsets: bool = True
     """Keep the translated offsets of exported consumer groups committed in the
     destination (groups with members there are never moved; offsets never go back)."""

@@ -31,8 +31,9 @@ class RecordTooLargeError(BrokerError):
     """The destination refused a record for its size; names where it came from."""
 
 
-class DestinationTopicError(ReplicatorError):
-    """A destination topic exists with fewer partitions than its source needs."""
+class DestinationTopicError(BrokerError):
+    """A destination topic has fewer partitions than its source needs and cannot grow
+    (``code``: the broker's, when adding partitions failed)."""
 
 
 class OwnershipLostError(BrokerError):

@@ -1,20 +1,36 @@
-"""Destination topics: created like their source, or checked against it.
+"""Destination topics: created like their source, kept like it, or checked against it.
 
 A destination gets the source's partition count and the configs that describe its data
-(retention, compaction, message size, timestamps); configs that describe the source
-cluster's hardware or placement are not copied. A destination that exists with fewer
-partitions than needed is refused before anything is produced.
+(retention, compaction, message size); configs that describe the source cluster's
+hardware or placement are not copied. Two are adapted rather than copied
+(:func:`destination_configs`): ``message.timestamp.type`` is always CreateTime (a
+LogAppendTime destination would overwrite every source timestamp with the time of the
+replay), and ``max.message.bytes`` leaves room for records the source held compressed,
+which the writer produces uncompressed, and for the provenance header.
+
+While the replicator runs, copied configs follow changes at the source
+(:func:`sync_configs`), and a destination the replicator already writes grows with its
+source's partitions. A destination that exists with fewer partitions and holds nothing of
+this source is refused before anything is produced: adding partitions to someone else's
+topic would move their keys.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+)
 
 from replicator.core.kafka.clients import ensure_topic
-from replicator.core.kafka.errors import DestinationTopicError
+from replicator.core.kafka.errors import BrokerError, DestinationTopicError
 
 log = logging.getLogger(__name__)
 
@@ -32,28 +48,69 @@ COPIED_CONFIGS = (
 )
 
 
+ADMIN_TIMEOUT = 30.0
+DEFAULT_MAX_MESSAGE_BYTES = 1_048_588
+"""Kafka's default ``max.message.bytes``."""
+UNCOMPRESSED_RATIO = 8
+"""Room for records compressed up to 8:1 in the source (the writer does not compress)."""
+PROVENANCE_ROOM = 1024**2
+"""Room for the provenance headers of a batch."""
+MAX_DESTINATION_MESSAGE_BYTES = 64 * 1024**2
+"""Never more: brokers refuse requests over ``socket.request.max.bytes`` (100 MiB)."""
+
+
 def copied_configs(configs: Mapping[str, object]) -> dict[str, str]:
     """The configs a destination inherits from its source (the allow-list above)."""
     return {k: str(configs[k]) for k in COPIED_CONFIGS if k in configs}
 
 
+def destination_configs(source_configs: Mapping[str, object]) -> dict[str, str]:
+    """The configs a destination topic gets from its source's (see the module docstring).
+    Pure."""
+    configs = copied_configs(source_configs)
+    configs["message.timestamp.type"] = "CreateTime"
+    try:
+        source_limit = int(configs.get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES))
+    except ValueError:
+        source_limit = DEFAULT_MAX_MESSAGE_BYTES
+    configs["max.message.bytes"] = str(
+        min(MAX_DESTINATION_MESSAGE_BYTES, source_limit * UNCOMPRESSED_RATIO + PROVENANCE_ROOM)
+    )
+    return configs
+
+
+def config_changes(current: Mapping[str, str], wanted: Mapping[str, str]) -> dict[str, str]:
+    """The ``wanted`` configs whose value differs from ``current``. Pure."""
+    return {k: v for k, v in sorted(wanted.items()) if current.get(k) != v}
+
+
 def prepare_destination(
-    admin: AdminClient, topic: str, partitions: int, configs: Mapping[str, object], source: str
+    admin: AdminClient,
+    topic: str,
+    partitions: int,
+    configs: Mapping[str, object],
+    source: str,
+    *,
+    may_grow: Callable[[], bool] = lambda: False,
 ) -> None:
-    """Create ``topic`` with ``partitions`` and the copied ``configs`` when missing; raise
-    :class:`DestinationTopicError` when it exists with fewer partitions. ``source`` names
-    where the records come from, for the messages."""
-    metadata = admin.list_topics(timeout=30)
+    """Create ``topic`` with ``partitions`` and the destination configs of the source's
+    ``configs`` when missing. When it exists with fewer partitions: add them if
+    ``may_grow()`` (the replicator already writes it), else raise
+    :class:`DestinationTopicError`. ``source`` names where the records come from."""
+    metadata = admin.list_topics(timeout=ADMIN_TIMEOUT)
     existing = metadata.topics.get(topic)
     if existing is not None and existing.error is None:
-        if len(existing.partitions) < partitions:
-            raise DestinationTopicError(
-                f"destination topic {topic} has {len(existing.partitions)} partitions but "
-                f"{source} needs {partitions}; add partitions to the destination "
-                "(nothing was produced)"
-            )
+        have = len(existing.partitions)
+        if have < partitions:
+            if not may_grow():
+                raise DestinationTopicError(
+                    f"destination topic {topic} has {have} partitions but "
+                    f"{source} needs {partitions}; add partitions to the destination "
+                    "(nothing was produced)"
+                )
+            grow(admin, topic, have, partitions, source)
         return
-    kept = copied_configs(configs)
+    kept = destination_configs(configs)
     if ensure_topic(admin, topic, partitions, kept):
         log.info(
             "created destination topic %s for %s: %d partitions, configs %s",
@@ -62,3 +119,60 @@ def prepare_destination(
             partitions,
             kept,
         )
+
+
+def grow(admin: AdminClient, topic: str, have: int, partitions: int, source: str) -> None:
+    """Add partitions to ``topic`` so that it has ``partitions``."""
+    futures = admin.create_partitions(
+        [NewPartitions(topic, partitions)], request_timeout=ADMIN_TIMEOUT
+    )
+    try:
+        futures[topic].result(timeout=ADMIN_TIMEOUT)
+    except KafkaException as exc:
+        error = exc.args[0]
+        raise DestinationTopicError(
+            f"destination topic {topic} has {have} partitions but {source} now has "
+            f"{partitions}, and adding partitions failed: {error.str()}",
+            code=error.code(),
+        ) from None
+    log.info(
+        "destination topic %s grew from %d to %d partitions with %s",
+        topic,
+        have,
+        partitions,
+        source,
+    )
+
+
+def sync_configs(
+    admin: AdminClient, topic: str, source_configs: Mapping[str, object]
+) -> dict[str, str]:
+    """Set the destination configs of ``source_configs`` that ``topic`` does not have yet;
+    the configs changed."""
+    resource = ConfigResource("topic", topic)
+    try:
+        described = admin.describe_configs([resource], request_timeout=ADMIN_TIMEOUT)[
+            resource
+        ].result(timeout=ADMIN_TIMEOUT)
+    except KafkaException as exc:
+        raise BrokerError.from_kafka(f"describing configs of {topic}", exc.args[0]) from None
+    current = {name: entry.value for name, entry in described.items()}
+    changes = config_changes(current, destination_configs(source_configs))
+    if not changes:
+        return {}
+    update = ConfigResource(
+        "topic",
+        topic,
+        incremental_configs=[
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in changes.items()
+        ],
+    )
+    try:
+        admin.incremental_alter_configs([update], request_timeout=ADMIN_TIMEOUT)[update].result(
+            timeout=ADMIN_TIMEOUT
+        )
+    except KafkaException as exc:
+        raise BrokerError.from_kafka(f"changing configs of {topic}", exc.args[0]) from None
+    log.info("destination topic %s follows its source's configs: %s", topic, changes)
+    return changes

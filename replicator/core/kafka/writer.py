@@ -32,6 +32,7 @@ from replicator.core.faults import WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT, crash
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import Checkpoint, CheckpointStore, ResumePoint, WriteTarget
 from replicator.core.kafka.errors import BrokerError, OwnershipLostError, RecordTooLargeError
+from replicator.core.kafka.topics import MAX_DESTINATION_MESSAGE_BYTES, PROVENANCE_ROOM
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,10 @@ class PartitionWriter:
         self._in_transaction = False
         self._producer = Producer(
             {
+                # The destination topic decides what is too large (its max.message.bytes
+                # leaves room for uncompressed records, see topics.py), not the client's
+                # 1 MB default; a raw kafka.config setting still wins.
+                "message.max.bytes": MAX_DESTINATION_MESSAGE_BYTES + PROVENANCE_ROOM,
                 **kafka,
                 "transactional.id": target.transactional_id(group),
                 "linger.ms": 5,

@@ -1,0 +1,151 @@
+"""Destination topics follow their sources while ingress runs: partitions added to a
+source are replayed, configs follow, and a restart after growth works."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import ConfigResource, NewTopic
+
+from ingress.service import IngressService
+from replicator.core.config import load_config
+from replicator.core.kafka.topics import destination_configs
+from tests.fixtures.ingress import provenance_offsets, segment_batch
+from tests.fixtures.stack import DESTINATION
+
+
+def fast_refresh(setup) -> None:
+    text = setup.path.read_text().replace(
+        'relist_interval = "1s"', 'relist_interval = "1s"\ndescriptor_interval = "500ms"'
+    )
+    setup.path.write_text(text)
+    setup.config = load_config(setup.path)
+
+
+def wait_for(condition, what: str, timeout: float = 60) -> None:
+    """Until ``condition()``; a topic the reader does not know yet counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if condition():
+                return
+        except KafkaException:
+            pass
+        assert time.monotonic() < deadline, what
+        time.sleep(0.3)
+
+
+def destination_configs_now(local_stack, topic: str) -> dict[str, str]:
+    resource = ConfigResource("topic", topic)
+    admin = local_stack.admin(DESTINATION)
+    described = admin.describe_configs([resource])[resource].result(timeout=30)
+    return {name: entry.value for name, entry in described.items()}
+
+
+def test_partitions_added_while_running_are_replayed_and_configs_follow(local_stack, ingress_setup):
+    setup = ingress_setup()
+    fast_refresh(setup)
+    # A destination with room for six partitions (this broker cannot add partitions, see
+    # the next test): the source has four.
+    admin = local_stack.admin(DESTINATION)
+    admin.create_topics([NewTopic(setup.destination, 6)])[setup.destination].result(timeout=30)
+    setup.put_descriptor(4, {"retention.ms": "86400000"}, export_start={p: 0 for p in range(4)})
+    for partition in range(4):
+        setup.put_segment(partition, 0, 9, segment_batch(0, 10))
+    service = IngressService(setup.config, handle_signals=False)
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()
+    try:
+        wait_for(
+            lambda: all(len(provenance_offsets(local_stack, setup, p)) == 10 for p in range(4)),
+            "the first four partitions were not replayed",
+        )
+        # The source grows to six partitions and its retention changes.
+        configs = {"retention.ms": "3600000", "message.timestamp.type": "LogAppendTime"}
+        setup.put_descriptor(6, configs, export_start={p: 0 for p in range(6)})
+        for partition in (4, 5):
+            setup.put_segment(partition, 0, 4, segment_batch(0, 5))
+        setup.put_segment(0, 10, 19, segment_batch(10, 10))
+        wait_for(
+            lambda: (
+                [len(provenance_offsets(local_stack, setup, p)) for p in range(6)]
+                == [20, 10, 10, 10, 5, 5]
+            ),
+            "the added partitions were not replayed",
+        )
+        wait_for(
+            lambda: (
+                destination_configs_now(local_stack, setup.destination).get("retention.ms")
+                == "3600000"
+            ),
+            "retention.ms did not follow the source",
+        )
+    finally:
+        service.request_stop()
+        runner.join(30)
+    assert runner.is_alive() is False
+    assert provenance_offsets(local_stack, setup, 0) == list(range(20))
+    assert [provenance_offsets(local_stack, setup, p) for p in (4, 5)] == [list(range(5))] * 2
+    now = destination_configs_now(local_stack, setup.destination)
+    # LogAppendTime would overwrite every source timestamp: the destination keeps CreateTime.
+    assert now.get("message.timestamp.type") == "CreateTime"
+
+    # A restart after the growth works and replays nothing twice.
+    setup.put_segment(5, 5, 9, segment_batch(5, 5))
+    assert IngressService(setup.config, stop_at_end=True, handle_signals=False).run() == 0
+    assert provenance_offsets(local_stack, setup, 5) == list(range(10))
+    assert provenance_offsets(local_stack, setup, 4) == list(range(5))
+
+
+def test_a_destination_that_cannot_grow_is_reported_and_the_rest_keeps_replaying(
+    local_stack, ingress_setup, caplog
+):
+    setup = ingress_setup()
+    fast_refresh(setup)
+    setup.put_descriptor(2, export_start={0: 0, 1: 0})
+    for partition in range(2):
+        setup.put_segment(partition, 0, 9, segment_batch(0, 10))
+    service = IngressService(setup.config, handle_signals=False)
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()
+    try:
+        wait_for(
+            lambda: [len(provenance_offsets(local_stack, setup, p)) for p in range(2)] == [10, 10],
+            "the partitions were not replayed",
+        )
+        setup.put_descriptor(3, export_start={0: 0, 1: 0, 2: 0})
+        setup.put_segment(2, 0, 9, segment_batch(0, 10))
+        wait_for(
+            lambda: any(
+                "now has 3, and adding partitions failed" in r.getMessage() for r in caplog.records
+            ),
+            "growth failure was not reported",
+        )
+        setup.put_segment(1, 10, 19, segment_batch(10, 10))
+        wait_for(
+            lambda: len(provenance_offsets(local_stack, setup, 1)) == 20,
+            "partition 1 stopped replaying",
+        )
+    finally:
+        service.request_stop()
+        runner.join(30)
+    assert not runner.is_alive()
+    message = next(
+        r.getMessage() for r in caplog.records if "adding partitions failed" in r.getMessage()
+    )
+    assert f"destination topic {setup.destination} has 2 partitions" in message
+
+
+def test_destination_configs_keep_create_time_and_room_for_uncompressed_records():
+    configs = destination_configs(
+        {"message.timestamp.type": "LogAppendTime", "max.message.bytes": "2000000", "x": "1"}
+    )
+    assert configs["message.timestamp.type"] == "CreateTime"
+    assert int(configs["max.message.bytes"]) == 8 * 2_000_000 + 1024**2
+    assert "x" not in configs
+    assert int(destination_configs({"max.message.bytes": "50000000"})["max.message.bytes"]) == (
+        64 * 1024**2
+    )
+    assert int(destination_configs({})["max.message.bytes"]) == 8 * 1_048_588 + 1024**2
