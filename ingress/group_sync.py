@@ -47,16 +47,17 @@ def ingress_targets(
 def translate_exported(
     config: Config,
     kafka: dict[str, Any],
+    sources: list[IngressSource],
     partitions: dict[tuple[str, str], int],
     groups: set[str] | None = None,
 ) -> list[GroupPartition]:
-    """Translate the exported offsets of every group (or of ``groups``) on ingress's
-    sources, read from ingress's bucket."""
+    """Translate the exported offsets of every group (or of ``groups``) on the concrete
+    ``sources`` (see :mod:`ingress.sources`), read from ingress's bucket."""
     ingress = required(config, "ingress")
     store = SegmentStore.for_region(config, ingress.region)
     committed = [
         (exported.group, SourcePartition(source.region, source.topic, partition), offset)
-        for source in ingress.sources
+        for source in sources
         for exported in read_group_offsets(store, source.region, source.topic)
         if groups is None or exported.group in groups
         for partition, offset in sorted(exported.offsets.items())
@@ -65,7 +66,7 @@ def translate_exported(
     return translate_groups(
         OffsetTranslator(kafka, checkpoints),
         committed,
-        ingress_targets(ingress.sources, partitions),
+        ingress_targets(sources, partitions),
     )
 
 
@@ -74,10 +75,12 @@ def group_sync(
     kafka: dict[str, Any],
     metrics: IngressMetrics,
     partitions: Callable[[], dict[tuple[str, str], int]],
+    sources: Callable[[], list[IngressSource]],
     leading: Callable[[], bool],
 ) -> GroupOffsetSync:
     """The sync thread of an ingress instance (not started). ``partitions``: the source
-    partition counts known now; ``leading``: whether this instance is the one that syncs."""
+    partition counts known now; ``sources``: the concrete sources now; ``leading``:
+    whether this instance is the one that syncs."""
     ingress = required(config, "ingress")
 
     def observe(result: SyncResult) -> None:
@@ -88,7 +91,7 @@ def group_sync(
 
     return GroupOffsetSync(
         GroupAdmin(kafka, ingress.region),
-        lambda: translate_exported(config, kafka, partitions()),
+        lambda: translate_exported(config, kafka, sources(), partitions()),
         ingress.group_sync_interval,
         leading=leading,
         observe=observe,

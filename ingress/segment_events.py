@@ -11,6 +11,7 @@ membership) owns the source partition.
 from __future__ import annotations
 
 import json
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import unquote_plus
@@ -78,7 +79,9 @@ class ParsedNotification:
     """Why records were ignored: test events, foreign keys, unconfigured sources."""
 
 
-def parse_notification(body: str, prefix: str, sources: set[tuple[str, str]]) -> ParsedNotification:
+def parse_notification(
+    body: str, prefix: str, sources: Container[tuple[str, str]]
+) -> ParsedNotification:
     """Parse one SQS message body of S3 notifications.
 
     Raises ``ValueError`` when the body is not an S3 notification at all: such a message

@@ -21,12 +21,13 @@ from confluent_kafka.admin import AdminClient
 from ingress.group_sync import group_sync as make_group_sync
 from ingress.metrics import IngressMetrics
 from ingress.segment_events import SegmentEvent
+from ingress.sources import concrete_sources
 from ingress.sqs_bridge import SqsBridge
 from ingress.worker import ExportStart, PartitionWorker
 from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.config import Config, IngressSource, key_path, required
 from replicator.core.errors import ReplicatorError
-from replicator.core.filters import load_chain
+from replicator.core.filters import FilterChain, load_chain
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_topic
 from replicator.core.kafka.errors import BrokerError
@@ -56,12 +57,15 @@ class IngressService:
         self.kafka = client_config(config.region(self.region).kafka)
         self.metrics = IngressMetrics()
         self.store = SegmentStore.for_region(config, self.region)
-        self._filters = {
-            (s.region, s.topic): load_chain(
-                s.filters, key_path(("ingress", "sources", i, "filters")), config.source
+        self._filters: dict[tuple[str, str], FilterChain] = {}
+        self.sources: list[IngressSource] = [s for s in self.ingress.sources if s.topic]
+        """The concrete sources (patterns resolved), refreshed with the descriptors."""
+        for index, source in enumerate(self.ingress.sources):  # a bad filter fails now
+            chain = load_chain(
+                source.filters, key_path(("ingress", "sources", index, "filters")), config.source
             )
-            for i, s in enumerate(self.ingress.sources)
-        }
+            if source.topic:
+                self._filters[(source.region, source.topic)] = chain
         self.checkpoints = CheckpointStore(
             self.kafka, self.ingress.checkpoint_topic, self.ingress.checkpoint_partitions
         )
@@ -98,7 +102,7 @@ class IngressService:
                 self.ingress.checkpoint_partitions,
                 {"cleanup.policy": "compact"},
             )
-            for source in self.ingress.sources:
+            for source in self._resolve_sources():
                 self._prepare_destination(admin, source)
         except KafkaException as exc:
             raise BrokerError.from_kafka(
@@ -143,6 +147,28 @@ class IngressService:
         self._partitions[key] = max(partitions, self._partitions.get(key, 0))
         return grew
 
+    def _resolve_sources(self) -> list[IngressSource]:
+        """The concrete sources now: named ones, and the bucket's topics matching
+        patterns (the last known ones if the bucket does not answer)."""
+        try:
+            self.sources = concrete_sources(self.ingress, self.store.list_topics)
+        except StorageError as exc:
+            log.warning("cannot list source topics: %s", exc)
+        return self.sources
+
+    def _filter_chain(self, region: str, topic: str) -> FilterChain:
+        key = (region, topic)
+        if key not in self._filters:
+            found = self.ingress.match(region, topic)
+            assert found is not None, key  # workers exist only for matched sources
+            index, source = found
+            self._filters[key] = load_chain(
+                source.filters,
+                key_path(("ingress", "sources", index, "filters")),
+                self.config.source,
+            )
+        return self._filters[key]
+
     def _writes_into(self, source: IngressSource) -> bool:
         """Whether ingress already replays ``source`` into its destination topic."""
         first = WriteTarget(SourcePartition(source.region, source.topic, 0), source.destination, 0)
@@ -153,7 +179,7 @@ class IngressService:
         appeared after start) get workers, destinations grow, configs follow."""
         admin = AdminClient(self.kafka)
         grew = False
-        for source in self.ingress.sources:
+        for source in self._resolve_sources():
             try:
                 grew |= self._prepare_destination(admin, source)
             except ReplicatorError as exc:
@@ -187,6 +213,7 @@ class IngressService:
             self.kafka,
             self.metrics,
             partitions=lambda: dict(self._partitions),
+            sources=lambda: list(self.sources),
             leading=lambda: 0 in self._owned_events,
         )
         if self.ingress.sync_group_offsets:
@@ -274,7 +301,7 @@ class IngressService:
             self.metrics,
             open_writer=self._writer,
             segments=SegmentStore.for_region(self.config, self.region),
-            filters=self._filters[(key.origin, key.topic)],
+            filters=self._filter_chain(key.origin, key.topic),
             stop_at_end=self.stop_at_end,
             read_slots=self._read_slots,
             export_start=lambda: self._export_start(key),

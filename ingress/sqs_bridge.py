@@ -16,6 +16,7 @@ from confluent_kafka import Producer
 
 from ingress.metrics import IngressMetrics
 from ingress.segment_events import parse_notification, partition_key
+from ingress.sources import ConfiguredSources
 from replicator.core.aws.clients import sqs_client
 from replicator.core.config import Config, required
 from replicator.core.kafka.placement import slot_of
@@ -32,7 +33,7 @@ class SqsBridge(threading.Thread):
         self.ingress = required(config, "ingress")
         self.region = self.ingress.region
         self.metrics = metrics
-        self._sources = {(s.region, s.topic) for s in self.ingress.sources}
+        self._sources = ConfiguredSources(self.ingress)
         self._producer = Producer(
             {**kafka, "acks": "all", "enable.idempotence": True, "linger.ms": 5}
         )

@@ -167,10 +167,12 @@ def _listed(store: SegmentStore, source: SourcePartition) -> list[StoredSegment]
 
 
 def _ingress_partitions(config: Config) -> list[PartitionReadiness]:
+    from ingress.sources import concrete_sources
+
     ingress = required(config, "ingress")
     destination = SegmentStore.for_region(config, ingress.region)
     rows = []
-    for source in ingress.sources:
+    for source in concrete_sources(ingress, destination.list_topics):
         origin = SegmentStore.for_region(config, source.region)
         for partition in destination.list_partitions(source.region, source.topic):
             sp = SourcePartition(source.region, source.topic, partition)
@@ -187,6 +189,7 @@ def _ingress_partitions(config: Config) -> list[PartitionReadiness]:
 
 def _ingress_report(config: Config, names: set[str] | None) -> FailoverReport:
     from ingress.group_sync import translate_exported
+    from ingress.sources import concrete_sources
 
     ingress = required(config, "ingress")
     kafka = client_config(config.region(ingress.region).kafka)
@@ -197,7 +200,8 @@ def _ingress_report(config: Config, names: set[str] | None) -> FailoverReport:
         counts[key] = max(counts.get(key, 0), row.source.partition + 1)
     checkpoints = CheckpointStore(kafka, ingress.checkpoint_topic, ingress.checkpoint_partitions)
     _replayed(checkpoints, partitions)
-    rows = translate_exported(config, kafka, counts, names)
+    sources = concrete_sources(ingress, SegmentStore.for_region(config, ingress.region).list_topics)
+    rows = translate_exported(config, kafka, sources, counts, names)
     return FailoverReport(ingress.region, partitions, _groups(kafka, ingress.region, rows, names))
 
 

@@ -93,7 +93,15 @@ def _sources(config: Config) -> list[tuple[str, str]]:
     if config.egress:
         found += [(config.egress.region, t) for t in config.egress.topics]
     if config.ingress:
-        found += [(s.region, s.topic) for s in config.ingress.sources]
+        from ingress.sources import concrete_sources
+
+        store = SegmentStore.for_region(config, config.ingress.region)
+        try:
+            sources = concrete_sources(config.ingress, store.list_topics)
+        except StorageError as exc:
+            log.warning("cannot list source topics in %s: %s", store.bucket, exc)
+            sources = [s for s in config.ingress.sources if s.topic]
+        found += [(s.region, s.topic) for s in sources]
     return sorted(set(found))
 
 
@@ -153,11 +161,10 @@ def _replayed(config: Config, row: PartitionStatus) -> None:
     ingress = config.ingress
     if ingress is None:
         return
-    source = next(
-        (s for s in ingress.sources if (s.region, s.topic) == (row.region, row.topic)), None
-    )
-    if source is None:
+    found = ingress.match(row.region, row.topic)
+    if found is None:
         return
+    source = found[1]
     row.destination_topic = source.destination
     kafka = client_config(config.region(ingress.region).kafka)
     checkpoints = CheckpointStore(kafka, ingress.checkpoint_topic, ingress.checkpoint_partitions)

@@ -248,19 +248,60 @@ class FilterSpec(_Model):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
+TOPIC_PLACEHOLDER = "{topic}"
+
+
+def _destination_template(value: str) -> str:
+    """A destination topic name, where ``{topic}`` stands for the source topic's name."""
+    check_topic_name(value.replace(TOPIC_PLACEHOLDER, "t"))
+    return value
+
+
 class IngressSource(_Model):
+    """One source topic of a region, or with ``topic_pattern`` every topic of the region
+    whose whole name matches (found in the bucket, followed while ingress runs)."""
+
     region: RegionName
-    topic: TopicName
-    destination_topic: TopicName | None = None
-    """Defaults to the source topic's name."""
+    topic: TopicName = ""
+    topic_pattern: Annotated[str, AfterValidator(_regex)] | None = None
+    destination_topic: Annotated[str, AfterValidator(_destination_template)] | None = None
+    """Defaults to the source topic's name; ``{topic}`` in it is replaced by the source
+    topic's name (e.g. ``"{topic}.copy"``)."""
     filters: list[FilterSpec] = Field(default_factory=list)
     first_segment_delay: Duration = 300.0
     late_segment_retries: Annotated[int, Field(ge=0)] = 5
     lost_segment_timeout: Duration = 3600.0
 
+    @model_validator(mode="after")
+    def _check_topic(self) -> IngressSource:
+        if bool(self.topic) == bool(self.topic_pattern):
+            raise ValueError("name exactly one of topic and topic_pattern")
+        template = self.destination_topic
+        if self.topic_pattern and template is not None and TOPIC_PLACEHOLDER not in template:
+            raise ValueError(
+                f"destination_topic {template!r} of a topic_pattern must contain "
+                f"{TOPIC_PLACEHOLDER} (every matching topic would go into one)"
+            )
+        return self
+
     @property
     def destination(self) -> str:
-        return self.destination_topic or self.topic
+        """The destination topic (of a source naming one topic)."""
+        return (self.destination_topic or TOPIC_PLACEHOLDER).replace(TOPIC_PLACEHOLDER, self.topic)
+
+    def matches(self, topic: str) -> bool:
+        if self.topic_pattern is None:
+            return topic == self.topic
+        return re.fullmatch(self.topic_pattern, topic) is not None
+
+    def for_topic(self, topic: str) -> IngressSource:
+        """This source for one topic it matches (itself for a source naming one topic).
+        Raises ``ValueError`` when the rendered destination is no valid topic name."""
+        if self.topic_pattern is None:
+            return self
+        concrete = self.model_copy(update={"topic": topic, "topic_pattern": None})
+        check_topic_name(concrete.destination)
+        return concrete
 
 
 class IngressConfig(_Model):
@@ -295,11 +336,27 @@ class IngressConfig(_Model):
     group_sync_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 10.0
     sources: list[IngressSource] = Field(default_factory=list)
 
+    def match(self, region: str, topic: str) -> tuple[int, IngressSource] | None:
+        """The source entry (its index and itself, for ``topic``) that ``region``/``topic``
+        is replayed by: a source naming the topic wins over patterns, then the first
+        pattern that matches."""
+        named = [(i, s) for i, s in enumerate(self.sources) if s.region == region]
+        for i, source in named:
+            if source.topic_pattern is None and source.topic == topic:
+                return i, source
+        for i, source in named:
+            if source.topic_pattern is not None and source.matches(topic):
+                try:
+                    return i, source.for_topic(topic)
+                except ValueError:
+                    return None
+        return None
+
     def source(self, region: str, topic: str) -> IngressSource:
-        for source in self.sources:
-            if (source.region, source.topic) == (region, topic):
-                return source
-        raise KeyError(f"no ingress source {region}/{topic}")
+        found = self.match(region, topic)
+        if found is None:
+            raise KeyError(f"no ingress source {region}/{topic}")
+        return found[1]
 
 
 class RelayTopic(_Model):
@@ -568,6 +625,8 @@ def _check_references(config: Config) -> list[tuple[str, str]]:
             need(source.region, where)
             if source.region == ingress.region:
                 problems.append((where, "a source must be another region than ingress.region"))
+            if source.topic_pattern is not None:
+                continue  # destinations of patterns are checked as topics appear
             if source.destination in destinations:
                 problems.append(
                     (

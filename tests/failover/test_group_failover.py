@@ -15,7 +15,7 @@ from egress.job import EgressJob
 from ingress.group_sync import group_sync
 from ingress.metrics import IngressMetrics
 from ingress.service import IngressService
-from replicator.core.config import load_config
+from replicator.core.config import load_config, required
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
@@ -216,7 +216,12 @@ first_segment_delay = "0s"
         # The offset sync of ingress moves groups without members, and not `busy`.
         kafka = client_config(config.region(DESTINATION).kafka)
         sync = group_sync(
-            config, kafka, IngressMetrics(), lambda: {(SOURCE, topic): PARTITIONS}, lambda: True
+            config,
+            kafka,
+            IngressMetrics(),
+            partitions=lambda: {(SOURCE, topic): PARTITIONS},
+            sources=lambda: list(required(config, "ingress").sources),
+            leading=lambda: True,
         )
         outcome = sync.sync_once()
         assert outcome[busy] == (None, 0)

@@ -4,37 +4,13 @@ source are replayed, configs follow, and a restart after growth works."""
 from __future__ import annotations
 
 import threading
-import time
 
-from confluent_kafka import KafkaException
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from ingress.service import IngressService
-from replicator.core.config import load_config
 from replicator.core.kafka.topics import destination_configs
-from tests.fixtures.ingress import provenance_offsets, segment_batch
+from tests.fixtures.ingress import fast_refresh, provenance_offsets, segment_batch, wait_for
 from tests.fixtures.stack import DESTINATION
-
-
-def fast_refresh(setup) -> None:
-    text = setup.path.read_text().replace(
-        'relist_interval = "1s"', 'relist_interval = "1s"\ndescriptor_interval = "500ms"'
-    )
-    setup.path.write_text(text)
-    setup.config = load_config(setup.path)
-
-
-def wait_for(condition, what: str, timeout: float = 60) -> None:
-    """Until ``condition()``; a topic the reader does not know yet counts as not yet."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            if condition():
-                return
-        except KafkaException:
-            pass
-        assert time.monotonic() < deadline, what
-        time.sleep(0.3)
 
 
 def destination_configs_now(local_stack, topic: str) -> dict[str, str]:
