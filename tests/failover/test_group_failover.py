@@ -19,6 +19,7 @@ from replicator.core.config import load_config, required
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
+from replicator.relay.groups import group_sync as relay_group_sync
 from replicator.relay.service import RelayService
 from tests.fixtures.egress import create_topic, finish_bursts
 from tests.fixtures.independent import read_partition, watermarks
@@ -294,6 +295,16 @@ def test_groups_fail_over_through_the_relay_exactly(local_stack, relay_setup, un
     commit(source, group, setup.source, committed)
     assert RelayService(setup.config, stop_at_end=True, handle_signals=False).run() == 0
 
+    # The relay's own sync (its thread ran during the relay too) moves the groups that
+    # [relay] consumer_groups names to their translated offsets, forward only.
+    kafka = client_config(setup.config.region(DESTINATION).kafka)
+    sync = relay_group_sync(setup.config, kafka, leading=lambda: True)
+    assert sync is not None
+    moved, behind = sync.sync_once()[group]
+    assert behind == 0 and moved is not None
+    assert sync.sync_once() == {group: (0, 0)}
+    assert len(GroupAdmin(kafka, DESTINATION).committed(group)) == PARTITIONS
+
     result = subprocess.run(
         [
             sys.executable,
@@ -312,6 +323,7 @@ def test_groups_fail_over_through_the_relay_exactly(local_stack, relay_setup, un
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 of 1 groups ready (offsets committed)" in result.stdout
+    assert "committed (0 partitions moved)" in result.stdout  # the sync did it already
     wanted = expected_after(source, setup.source, committed)
     got = read_as_group(
         local_stack.bootstrap(DESTINATION),
