@@ -89,7 +89,8 @@ class FailoverReport:
 
     @property
     def ready(self) -> bool:
-        return all(g.ready(self.applied) for g in self.groups)
+        """Every group ready, and at least one group (none found is no assurance)."""
+        return bool(self.groups) and all(g.ready(self.applied) for g in self.groups)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -364,6 +365,9 @@ def render(report: FailoverReport, now: float | None = None) -> str:
                 )
             )
     lines += _columns(by_group)
+    if not report.groups:
+        lines += ["", "no consumer groups found: name them with --group"]
+        return "\n".join(lines)
     ready = sum(g.ready(report.applied) for g in report.groups)
     lines += [
         "",
