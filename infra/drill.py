@@ -48,6 +48,7 @@ from infra.errors import DrillFailedError
 from infra.local_config import local_regions, running_stack
 from infra.stack import free_port
 from replicator.core.config import Config, required
+from replicator.core.groups.stored import read_group_offsets
 from replicator.core.kafka import provenance
 from replicator.core.segments.selection import ReadNext, exported_end, next_step
 from replicator.core.segments.store import SegmentStore
@@ -59,6 +60,8 @@ SOURCE = "us-east-1"
 DESTINATION = "us-west-1"
 ACCOUNTS = "demo.accounts"
 CLICKS = "demo.clicks"
+APP_GROUP = "demo-billing"
+"""An application's consumer group that fails over to the destination region."""
 TOPICS = (ACCOUNTS, CLICKS)
 STARTED_LINE = "started (streaming)"
 """What egress logs once its streaming query runs."""
@@ -70,6 +73,8 @@ checkpoint_location = "{root}/egress-checkpoint"
 state_dir = "{root}/egress-state"
 trigger_interval = "1s"
 metrics_port = {egress_metrics}
+consumer_groups = ["demo-.*"]
+group_offsets_interval = "1s"
 
 [egress.defaults]
 max_segment_age = "2s"
@@ -81,6 +86,7 @@ max_segment_bytes = "64MiB"
 [ingress]
 region = "us-west-1"
 relist_interval = "2s"
+group_sync_interval = "2s"
 segment_events_partitions = 4
 metrics_port = {ingress_metrics}
 
@@ -506,6 +512,7 @@ class Drill:
                 last_report = now
                 self._progress(workload, store, tail)
 
+        self._fail_over_group(config, config_path, destinations, result)
         result.status_running = collect(config)
         self.say("replicator status, services running:")
         self.out.write(render(result.status_running) + "\n")
@@ -539,6 +546,81 @@ class Drill:
             self._verify(config, topic, destinations[topic], tail, result) for topic in TOPICS
         ]
         return result
+
+    def _fail_over_group(
+        self, config: Config, config_path: Path, destinations: dict[str, str], result: DrillResult
+    ) -> None:
+        """An application's consumer group moves to the destination region: it commits
+        offsets in the source (two thirds through each partition of demo.clicks, one
+        partition at 0, one at the end), egress exports them, ``replicator failover
+        --apply`` commits the translated offsets, and a consumer of the group in the
+        destination must read first, per partition, exactly the record it had committed."""
+        east = config.region(SOURCE).kafka.bootstrap_servers
+        west = config.region(DESTINATION).kafka.bootstrap_servers
+        ends = source_ends(east, self.options.partitions)
+        committed = {p: ends[(CLICKS, p)] * 2 // 3 for p in range(self.options.partitions)}
+        committed[0], committed[self.options.partitions - 1] = (
+            0,
+            ends[(CLICKS, self.options.partitions - 1)],
+        )
+        commit_group(east, APP_GROUP, CLICKS, committed)
+        self.say(
+            f"application group {APP_GROUP} committed {CLICKS} offsets {committed} in "
+            f"{SOURCE}; waiting for egress to export them"
+        )
+        store = SegmentStore.for_region(config, DESTINATION)
+        deadline = time.monotonic() + 60
+        while True:
+            exported = {g.group: g.offsets for g in read_group_offsets(store, SOURCE, CLICKS)}
+            if exported.get(APP_GROUP) == committed:
+                break
+            if time.monotonic() > deadline:
+                result.problems.append(f"the offsets of {APP_GROUP} did not reach {DESTINATION}")
+                return
+            time.sleep(0.5)
+        failover = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "replicator",
+                "failover",
+                "--config",
+                str(config_path),
+                "--group",
+                APP_GROUP,
+                "--apply",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        self.say(f"replicator failover --group {APP_GROUP} --apply (exit {failover.returncode}):")
+        self.out.write(failover.stdout)
+        if failover.returncode != 0:
+            result.problems.append(
+                f"replicator failover exited with {failover.returncode}: {failover.stderr.strip()}"
+            )
+            return
+        expected = {
+            partition: next(
+                (r[0] for r in read_partition(east, CLICKS, partition) if r[0] >= offset), None
+            )
+            for partition, offset in committed.items()
+        }
+        wanted = {p for p, offset in expected.items() if offset is not None}
+        first = first_reads(west, APP_GROUP, destinations[CLICKS], wanted)
+        for partition in committed:
+            if first.get(partition) != expected[partition]:
+                result.problems.append(
+                    f"group {APP_GROUP} partition {partition}: read source offset "
+                    f"{first.get(partition)} first in {DESTINATION}, expected "
+                    f"{expected[partition]}"
+                )
+        if not any(p.startswith(f"group {APP_GROUP}") for p in result.problems):
+            self.say(
+                f"a consumer of {APP_GROUP} in {DESTINATION} read first exactly the records "
+                "it had not read in the source"
+            )
 
     def _wait_for_egress(self, egress: Service) -> None:
         """Production starts once egress's streaming query runs, so that the lag measured
@@ -604,6 +686,50 @@ class Drill:
                 f"partition {partition}: S3 backup {p}" for p in compare_partition(source, backup)
             ]
         return summary
+
+
+def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
+def first_reads(bootstrap: str, group: str, topic: str, wanted: set[int]) -> dict[int, int | None]:
+    """The source offset (provenance) of the first record a consumer of ``group`` reads
+    from each partition of ``topic``, starting at the group's committed offsets: until
+    every partition of ``wanted`` gave one, then 2 s more (a record in another partition
+    is read too, and shows)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "session.timeout.ms": 6000,
+        }
+    )
+    consumer.subscribe([topic])
+    first: dict[int, int | None] = {}
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if wanted <= set(first):
+                deadline = min(deadline, time.monotonic() + 2)
+            if message is None or message.error() is not None:
+                continue
+            partition = message.partition() or 0
+            if partition not in first:
+                named = provenance.SourcePartition(SOURCE, CLICKS, partition)
+                headers = cast(list[tuple[str, bytes | None]], message.headers() or [])
+                first[partition] = provenance.source_offset(headers, named)
+    finally:
+        consumer.close()
+    return first
 
 
 def source_ends(bootstrap: str, partitions: int) -> dict[tuple[str, int], int]:
