@@ -152,6 +152,48 @@ def _failover(args: argparse.Namespace) -> int:
     return 0 if report.ready else 1
 
 
+def _restore(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from replicator.restore.job import RestoreJob, RestoreRequest
+    from replicator.restore.planning import parse_until
+    from replicator.restore.report import describe, render
+    from replicator.restore.task import as_dict
+
+    config = _load(args)
+    try:
+        until = parse_until(args.until) if args.until is not None else None
+    except ValueError as exc:
+        raise ConfigError("--until", [("", str(exc))]) from None
+    request = RestoreRequest(
+        topics=args.topic,
+        from_region=args.from_region,
+        into_region=args.into_region,
+        into_topic=args.into_topic,
+        until_ms=until,
+        partitions=args.partitions,
+        append=args.append,
+    )
+    job = RestoreJob(config, request, master=args.master, say=lambda line: print(line, flush=True))
+    plans = job.plan()
+    if args.plan:
+        job.preview_cuts(plans)
+        for line in describe(plans, until):
+            print(line)
+        return 0
+    started = time.monotonic()
+    results = job.run(plans)
+    seconds = time.monotonic() - started
+    if args.json:
+        print(
+            json.dumps({"seconds": seconds, "partitions": [as_dict(r) for r in results]}, indent=2)
+        )
+    else:
+        print(render(results, seconds))
+    return 0 if all(r.ok for r in results) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="replicator",
@@ -240,6 +282,28 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--config", required=True, help="deployment config (TOML)")
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(handler=_status)
+    restore = commands.add_parser(
+        "restore", help="restore topics from the S3 archive into a cluster (Spark batch)"
+    )
+    restore.add_argument("--config", required=True, help="deployment config (TOML)")
+    restore.add_argument("--topic", action="append", required=True, help="topic (repeatable)")
+    restore.add_argument("--from-region", help="region that exported it (default: the config's)")
+    restore.add_argument(
+        "--into-region", help="cluster and bucket to restore from and into (default: ingress's)"
+    )
+    restore.add_argument("--into-topic", help="destination topic (default: the topic's name)")
+    restore.add_argument(
+        "--until", help="restore records up to this time: ISO-8601 with zone or epoch ms"
+    )
+    restore.add_argument("--partitions", type=_partitions, help="only these, e.g. 0,3,7")
+    restore.add_argument(
+        "--append", action="store_true", help="restore after records already in the topic"
+    )
+    restore.add_argument("--plan", action="store_true", help="print what would be restored")
+    restore.add_argument("--json", action="store_true", help="the final report as JSON")
+    restore.add_argument("--master", help="Spark master URL (default local)")
+    restore.set_defaults(handler=_restore)
+
     failover = commands.add_parser(
         "failover",
         help="is the destination ready; translate and commit consumer group offsets there",

@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.fixtures.ingress",
     "tests.fixtures.compaction",
     "tests.fixtures.relay",
+    "tests.fixtures.restore",
 ]
 
 

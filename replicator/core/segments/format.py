@@ -389,6 +389,21 @@ class SegmentReader:
     def num_row_groups(self) -> int:
         return int(self._file.num_row_groups)
 
+    def timestamp_range(self, index: int) -> tuple[int, int] | None:
+        """(min, max) record timestamp of a row group in epoch ms, from the Parquet
+        statistics (None: not recorded). Not verified: use it to skip, never to decide
+        what a record holds."""
+        row_group = self._file.metadata.row_group(index)
+        for column in range(row_group.num_columns):
+            chunk = row_group.column(column)
+            if chunk.path_in_schema != "timestamp":
+                continue
+            stats = chunk.statistics
+            if stats is None or not stats.has_min_max:
+                return None
+            return _epoch_ms(stats.min), _epoch_ms(stats.max)
+        return None
+
     def read_row_group(self, index: int) -> pa.Table:
         """One verified row group."""
         try:
@@ -409,3 +424,11 @@ class SegmentReader:
         if not tables:
             return SCHEMA.empty_table()
         return pa.concat_tables(tables)
+
+
+def _epoch_ms(value: Any) -> int:
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return int(value.timestamp() * 1000)
+    return int(value)

@@ -60,6 +60,8 @@ class StoredSegment:
     size: int
     last_modified: datetime | None = None
     etag: str | None = None
+    storage_class: str | None = None
+    """As listed (S3 omits it for STANDARD on some endpoints: None means STANDARD)."""
 
 
 class SpooledSegment:
@@ -273,7 +275,12 @@ class SegmentStore:
                     continue
                 found.append(
                     StoredSegment(
-                        key, s3_key, item["Size"], item.get("LastModified"), item.get("ETag")
+                        key,
+                        s3_key,
+                        item["Size"],
+                        item.get("LastModified"),
+                        item.get("ETag"),
+                        item.get("StorageClass"),
                     )
                 )
         found.sort(key=lambda s: (s.segment_key.start, s.segment_key.level, s.segment_key.end))
@@ -310,6 +317,13 @@ class SegmentStore:
             for page in self._list(s3_prefix)
             for item in page.get("Contents", [])
         ]
+
+    def is_restored(self, s3_key: str) -> bool:
+        """Whether an archived (GLACIER, DEEP_ARCHIVE) object has a readable restored
+        copy (an S3 restore request completed)."""
+        with s3_errors("head", self.bucket, s3_key):
+            head = self.client.head_object(Bucket=self.bucket, Key=s3_key)
+        return 'ongoing-request="false"' in str(head.get("Restore", ""))
 
     def list_topics(self, region: str) -> list[str]:
         head = f"{self.prefix}/{region}/" if self.prefix else f"{region}/"

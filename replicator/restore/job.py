@@ -1,0 +1,333 @@
+"""The restore driver: resolve where from and where to, plan, check, then run one Spark
+task per partition while printing progress.
+
+Checks before anything is written: archived segments (GLACIER, DEEP_ARCHIVE) without a
+completed S3 restore refuse the run naming their keys; an existing destination topic with
+fewer partitions, or with records that no earlier restore of this source wrote, is
+refused (``--append`` writes after such records). A destination holding what an earlier,
+killed run restored is continued: each partition's writer resumes after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from replicator.core.aws.errors import ObjectNotFoundError
+from replicator.core.config import Config
+from replicator.core.kafka.checkpoints import CheckpointStore
+from replicator.core.kafka.clients import client_config, ensure_topic
+from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.tail import tail_reader
+from replicator.core.kafka.topics import prepare_destination
+from replicator.core.segments.descriptor import export_starts
+from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
+from replicator.core.segments.store import SegmentStore, StoredSegment
+from replicator.core.spark import config_to_json, spark_session
+from replicator.restore.errors import ArchivedSegmentsError, RestoreError
+from replicator.restore.planning import PartitionPlan, plan_partition
+from replicator.restore.report import TopicPlan, progress_line
+from replicator.restore.task import PartitionResult, RestoreTask, run_task, target_of
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_TOPIC = "replicator.checkpoint"
+CHECKPOINT_PARTITIONS = 8
+PROGRESS_INTERVAL = 3.0
+ARCHIVED_SHOWN = 10
+
+
+@dataclass(frozen=True)
+class RestoreRequest:
+    topics: list[str]
+    from_region: str | None = None
+    into_region: str | None = None
+    into_topic: str | None = None
+    until_ms: int | None = None
+    partitions: list[int] | None = None
+    append: bool = False
+
+
+class RestoreJob:
+    def __init__(
+        self,
+        config: Config,
+        request: RestoreRequest,
+        *,
+        master: str | None = None,
+        spark: Any = None,
+        say: Callable[[str], None] = lambda _line: None,
+    ) -> None:
+        """``spark``: an existing session to run in (left running); ``say``: where
+        progress lines go."""
+        if request.into_topic and len(request.topics) != 1:
+            raise RestoreError("--into-topic names the destination of one --topic only")
+        self.config = config
+        self.request = request
+        self.master = master
+        self._spark = spark
+        self._say = say
+        self.into_region = request.into_region or (
+            config.ingress.region if config.ingress else None
+        )
+        self._from = {t: self._from_region(t) for t in request.topics}
+        if self.into_region is None:
+            regions = set(self._from.values())
+            self.into_region = regions.pop() if len(regions) == 1 else None
+        if self.into_region is None or self.into_region not in config.regions:
+            raise RestoreError(f"--into-region {self.into_region!r} is not a region of the config")
+        self.store = SegmentStore.for_region(config, self.into_region)
+        self.kafka = client_config(config.region(self.into_region).kafka)
+
+    # -- where from ----------------------------------------------------------------------
+
+    def _from_region(self, topic: str) -> str:
+        if self.request.from_region is not None:
+            return self.request.from_region
+        candidates = set()
+        egress = self.config.egress
+        if egress and (topic in egress.topics or _matches(egress.topic_pattern, topic)):
+            candidates.add(egress.region)
+        if self.config.ingress:
+            candidates |= {s.region for s in self.config.ingress.sources if s.matches(topic)}
+        if len(candidates) != 1:
+            found = ", ".join(sorted(candidates)) or "none"
+            raise RestoreError(
+                f"cannot tell which region exported {topic} (config names: {found}); "
+                "give --from-region"
+            )
+        return candidates.pop()
+
+    # -- planning ------------------------------------------------------------------------
+
+    def plan(self) -> list[TopicPlan]:
+        plans = []
+        for topic in self.request.topics:
+            region = self._from[topic]
+            descriptor = self._descriptor(region, topic)
+            listed = self.store.list_partitions(region, topic)
+            count = (
+                int(descriptor["partitions"]) if descriptor else (max(listed) + 1 if listed else 0)
+            )
+            if count == 0:
+                raise RestoreError(
+                    f"nothing of {region}/{topic} in bucket {self.store.bucket} "
+                    f"(prefix {self.config.s3.prefix!r})"
+                )
+            starts = export_starts(descriptor) or {}
+            wanted = (
+                self.request.partitions if self.request.partitions is not None else range(count)
+            )
+            topic_plan = TopicPlan(
+                topic,
+                self.request.into_topic or topic,
+                count,
+                {k: str(v) for k, v in (descriptor or {}).get("configs", {}).items()},
+            )
+            for partition in wanted:
+                if partition >= count:
+                    raise RestoreError(f"{topic} has no partition {partition} (it has {count})")
+                segments = self.store.list_segments(region, topic, partition)
+                topic_plan.plans.append(
+                    plan_partition(topic, partition, segments, starts.get(partition))
+                )
+            plans.append(topic_plan)
+        return plans
+
+    def _descriptor(self, region: str, topic: str) -> dict[str, Any] | None:
+        key = topic_descriptor_s3_key(self.config.s3.prefix, region, topic)
+        try:
+            data = self.store.get_json(key)
+        except ObjectNotFoundError:
+            return None
+        return data if isinstance(data, dict) else None
+
+    def preview_cuts(self, plans: list[TopicPlan]) -> None:
+        """``--plan --until``: the offset each partition would be cut at, found from
+        row-group statistics (one row group read per partition at most)."""
+        until = self.request.until_ms
+        if until is None:
+            return
+        for topic in plans:
+            for plan in topic.plans:
+                topic.cuts[plan.partition] = self._cut(topic.topic, plan, until)
+
+    def _cut(self, topic: str, plan: PartitionPlan, until: int) -> int | None:
+        region = self._from[topic]
+        for planned in plan.segments:
+            key = SegmentKey(
+                region, topic, plan.partition, planned.level, planned.start, planned.end
+            )
+            reader = self.store.open(
+                StoredSegment(key, planned.s3_key, planned.size, None, planned.etag)
+            )
+            for index in range(reader.num_row_groups):
+                stamps = reader.timestamp_range(index)
+                if stamps is not None and stamps[1] <= until:
+                    continue
+                table = reader.read_row_group(index)
+                later = [
+                    o
+                    for o, t in zip(
+                        table.column("offset").to_pylist(),
+                        table.column("timestamp").cast("int64").to_pylist(),
+                        strict=True,
+                    )
+                    if t is not None and t > until and o >= plan.start
+                ]
+                if later:
+                    return int(later[0])
+        return None
+
+    # -- checks --------------------------------------------------------------------------
+
+    def check_archived(self, plans: list[TopicPlan]) -> None:
+        frozen = [
+            s.s3_key
+            for topic in plans
+            for plan in topic.plans
+            for s in plan.archived
+            if not self.store.is_restored(s.s3_key)
+        ]
+        if frozen:
+            shown = "\n  ".join(frozen[:ARCHIVED_SHOWN])
+            more = (
+                f"\n  … and {len(frozen) - ARCHIVED_SHOWN} more"
+                if len(frozen) > ARCHIVED_SHOWN
+                else ""
+            )
+            raise ArchivedSegmentsError(
+                f"{len(frozen)} segments are archived (GLACIER/DEEP_ARCHIVE) and cannot be "
+                f"read until S3 restores them; nothing was written:\n  {shown}{more}\n"
+                f"Request their restore (aws s3api restore-object --bucket {self.store.bucket} "
+                "--key KEY --restore-request Days=7), wait until it completes, run again."
+            )
+
+    def prepare_destination(self, plans: list[TopicPlan]) -> None:
+        admin = AdminClient(self.kafka)
+        try:
+            ensure_topic(
+                admin, CHECKPOINT_TOPIC, CHECKPOINT_PARTITIONS, {"cleanup.policy": "compact"}
+            )
+            existing = admin.list_topics(timeout=30).topics
+        except KafkaException as exc:
+            raise BrokerError.from_kafka(
+                f"Kafka of region {self.into_region} unreachable", exc.args[0]
+            ) from None
+        for topic in plans:
+            source = f"{self._from[topic.topic]}/{topic.topic}"
+            if topic.into_topic in existing and not self.request.append:
+                self._refuse_foreign_records(topic)
+            prepare_destination(admin, topic.into_topic, topic.partitions, topic.configs, source)
+
+    def _refuse_foreign_records(self, topic: TopicPlan) -> None:
+        checkpoints = self._checkpoints()
+        consumer = tail_reader(self.kafka, "replicator-restore-check")
+        try:
+            for plan in topic.plans:
+                tp = TopicPartition(topic.into_topic, plan.partition)
+                low, high = consumer.get_watermark_offsets(tp, timeout=30)
+                if high <= low:
+                    continue
+                task = self._task(topic, plan)
+                if checkpoints.resume_point(target_of(task)).next_source_offset is None:
+                    raise RestoreError(
+                        f"{topic.into_topic} partition {plan.partition} already holds records "
+                        f"that no restore of {self._from[topic.topic]}/{topic.topic} wrote; "
+                        "restore into another --into-topic, or give --append to restore "
+                        "after them"
+                    )
+        finally:
+            consumer.close()
+
+    def _checkpoints(self) -> CheckpointStore:
+        return CheckpointStore(self.kafka, CHECKPOINT_TOPIC, CHECKPOINT_PARTITIONS)
+
+    def _task(self, topic: TopicPlan, plan: PartitionPlan) -> RestoreTask:
+        return RestoreTask(
+            self._config_json,
+            self.into_region or "",
+            self._from[topic.topic],
+            topic.into_topic,
+            plan,
+            self.request.until_ms,
+            CHECKPOINT_TOPIC,
+            CHECKPOINT_PARTITIONS,
+        )
+
+    @property
+    def _config_json(self) -> str:
+        return config_to_json(self.config)
+
+    # -- running -------------------------------------------------------------------------
+
+    def run(self, plans: list[TopicPlan]) -> list[PartitionResult]:
+        self.check_archived(plans)
+        self.prepare_destination(plans)
+        tasks = [self._task(topic, plan) for topic in plans for plan in topic.plans]
+        if not tasks:
+            return []
+        spark = self._spark or spark_session(
+            self.master or f"local[{min(len(tasks), 8)}]", "replicator-restore", {}
+        )
+        results: list[PartitionResult] = []
+        failure: list[BaseException] = []
+
+        def collect() -> None:
+            try:
+                results.extend(
+                    spark.sparkContext.parallelize(tasks, len(tasks)).map(run_task).collect()
+                )
+            except BaseException as exc:  # raised again on the driver's thread
+                failure.append(exc)
+
+        runner = threading.Thread(target=collect, name="restore-collect", daemon=True)
+        runner.start()
+        try:
+            self._watch(runner, plans, tasks)
+        finally:
+            if self._spark is None:
+                spark.stop()
+        if failure:
+            raise failure[0]
+        return sorted(results, key=lambda r: (r.topic, r.partition))
+
+    def _watch(
+        self, runner: threading.Thread, plans: list[TopicPlan], tasks: list[RestoreTask]
+    ) -> None:
+        """Print a progress line per topic every few seconds until the tasks are done."""
+        started = time.monotonic()
+        checkpoints = self._checkpoints()
+        planned_bytes = {t.topic: sum(p.bytes for p in t.plans) for t in plans}
+        while runner.is_alive():
+            runner.join(PROGRESS_INTERVAL)
+            if not runner.is_alive():
+                break
+            done: dict[str, int] = {}
+            planned: dict[str, int] = {}
+            for task in tasks:
+                plan = task.plan
+                planned[plan.topic] = planned.get(plan.topic, 0) + max(0, plan.end - plan.start)
+                try:
+                    point = checkpoints.resume_point(target_of(task)).next_source_offset
+                except BrokerError:
+                    point = None
+                reached = min(plan.end, point) - plan.start if point is not None else 0
+                done[plan.topic] = done.get(plan.topic, 0) + max(0, reached)
+            elapsed = time.monotonic() - started
+            for topic, total in sorted(planned.items()):
+                share = done[topic] / total if total else 1.0
+                eta = elapsed * (1 - share) / share if 0 < share < 1 else None
+                self._say(progress_line(topic, done[topic], total, planned_bytes[topic], eta))
+
+
+def _matches(pattern: str | None, topic: str) -> bool:
+    return pattern is not None and re.fullmatch(pattern, topic) is not None

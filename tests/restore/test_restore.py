@@ -1,0 +1,283 @@
+"""Restore from the archive on the local stack: every record shape into a new topic, into
+the source region after the original was deleted, cut at an instant, planned, refused
+for archived segments, and stopped before a lost segment."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Producer
+
+from egress.job import EgressJob
+from replicator.core.config import load_config
+from replicator.core.kafka import provenance
+from replicator.restore.errors import ArchivedSegmentsError, RestoreError
+from replicator.restore.job import RestoreJob, RestoreRequest
+from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.independent import read_partition
+from tests.fixtures.ingress import segment_batch
+from tests.fixtures.records import produce_every_shape, to_batch
+from tests.fixtures.stack import DESTINATION, SOURCE
+
+PARTITIONS = 3
+
+
+def restored(bootstrap: str, topic: str, partition: int, origin_topic: str):
+    """(source offset, timestamp, key, value, headers without provenance) per record."""
+    named = provenance.SourcePartition(SOURCE, origin_topic, partition)
+    return [
+        (
+            provenance.source_offset(list(r[5]), named),
+            r[1],
+            r[3],
+            r[4],
+            tuple(h for h in r[5] if h[0] != provenance.HEADER),
+        )
+        for r in read_partition(bootstrap, topic, partition)
+    ]
+
+
+def as_source(bootstrap: str, topic: str, partition: int):
+    return [(r[0], r[1], r[3], r[4], r[5]) for r in read_partition(bootstrap, topic, partition)]
+
+
+def exported_config(local_stack, tmp_path, unique, topic):
+    path = tmp_path / "replicator.toml"
+    path.write_text(
+        local_stack.config_path.read_text().split("[ingress]")[0]
+        + f"""
+[egress]
+region = "{SOURCE}"
+checkpoint_location = "{tmp_path / "checkpoint"}"
+state_dir = "{tmp_path / "state"}"
+group_id = "{unique("egress")}"
+[egress.topics."{topic}"]
+max_segment_messages = 7
+"""
+    )
+    return load_config(path), path
+
+
+def test_every_record_shape_restores_identically_into_a_new_topic_and_the_source_region(
+    local_stack, unique, spark, tmp_path
+):
+    topic, copy = unique("ledger"), unique("ledger.restored")
+    config, path = exported_config(local_stack, tmp_path, unique, topic)
+    create_topic(local_stack, topic, PARTITIONS, **{"cleanup.policy": "compact"})
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    produce_every_shape(producer, topic, PARTITIONS, 6, lambda _r, n: 1_700_000_000_000 + n)
+    finish_bursts(producer, topic, range(PARTITIONS))
+    EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
+    source = {p: as_source(local_stack.bootstrap(SOURCE), topic, p) for p in range(PARTITIONS)}
+    ends = [source[p][-1][0] + 1 for p in range(PARTITIONS)]
+    deadline = time.monotonic() + 60
+    while [
+        local_stack.store(DESTINATION).exported_end(SOURCE, topic, p) for p in range(PARTITIONS)
+    ] != ends:
+        assert time.monotonic() < deadline, "segments were not replicated"
+        time.sleep(0.3)
+
+    # Into a new topic of the destination region, from its replicated copy.
+    job = RestoreJob(
+        config,
+        RestoreRequest([topic], into_region=DESTINATION, into_topic=copy),
+        spark=spark,
+    )
+    results = job.run(job.plan())
+    assert [r.status for r in results] == ["complete"] * PARTITIONS
+    assert sum(r.records for r in results) == sum(len(v) for v in source.values())
+    for p in range(PARTITIONS):
+        assert restored(local_stack.bootstrap(DESTINATION), copy, p, topic) == source[p]
+    described = local_stack.admin(DESTINATION).list_topics(timeout=10).topics[copy]
+    assert len(described.partitions) == PARTITIONS
+
+    # Into the source region after the original topic was deleted by mistake.
+    admin = local_stack.admin(SOURCE)
+    admin.delete_topics([topic])[topic].result(timeout=30)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "replicator",
+            "restore",
+            "--config",
+            str(path),
+            "--topic",
+            topic,
+            "--into-region",
+            SOURCE,
+            "--master",
+            "local[2]",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(result.stdout[result.stdout.index("{") :])
+    assert [p["status"] for p in report["partitions"]] == ["complete"] * PARTITIONS
+    for p in range(PARTITIONS):
+        assert restored(local_stack.bootstrap(SOURCE), topic, p, topic) == source[p]
+
+    # The same restore again duplicates nothing.
+    again = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "replicator",
+            "restore",
+            "--config",
+            str(path),
+            "--topic",
+            topic,
+            "--into-region",
+            SOURCE,
+            "--master",
+            "local[2]",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    for p in range(PARTITIONS):
+        assert restored(local_stack.bootstrap(SOURCE), topic, p, topic) == source[p]
+
+
+def test_until_cuts_every_partition_at_the_first_later_record(archive, spark, local_stack, unique):
+    store = archive()
+    base = 1_700_000_000_000
+    # Partition 0: timestamps in order; partition 1: out of order, so a record earlier than
+    # the cut follows the first later one and must not be restored.
+    in_order = to_batch(
+        [dict(r, timestamp=base + 10 * i, timestamp_type=1) for i, r in enumerate(rows(0, 10))]
+    )
+    shuffled_stamps = [0, 10, 20, 70, 30, 40, 80, 50, 90, 95]
+    out_of_order = to_batch(
+        [
+            dict(r, timestamp=base + shuffled_stamps[i], timestamp_type=1)
+            for i, r in enumerate(rows(0, 10))
+        ]
+    )
+    store.put(0, in_order, 0, 9)
+    store.put(1, out_of_order, 0, 9)
+    store.describe(2, {0: 0, 1: 0})
+    until = base + 55  # between 50 and 60 in partition 0
+    copy = unique("cut")
+    plan = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "replicator",
+            "restore",
+            "--config",
+            str(store.path),
+            "--topic",
+            store.topic,
+            "--from-region",
+            SOURCE,
+            "--into-region",
+            DESTINATION,
+            "--into-topic",
+            copy,
+            "--until",
+            str(until),
+            "--plan",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert plan.returncode == 0, plan.stderr
+    assert "partition 0: offsets 0..9 (1 segments" in plan.stdout
+    assert (
+        "partition 0: offsets 0..9 (1 segments, " in plan.stdout
+        and "cut at offset 6" in plan.stdout
+    )
+    assert "cut at offset 3" in plan.stdout, plan.stdout
+    assert copy not in local_stack.admin(DESTINATION).list_topics(timeout=10).topics
+
+    results = store.restore(spark, copy, until_ms=until)
+    assert [(r.status, r.next_offset) for r in results] == [("cut", 6), ("cut", 3)]
+    offsets = [
+        [o for o, *_ in restored(local_stack.bootstrap(DESTINATION), copy, p, store.topic)]
+        for p in range(2)
+    ]
+    assert offsets == [[0, 1, 2, 3, 4, 5], [0, 1, 2]]
+    # The same cut again restores nothing more.
+    assert [r.records for r in store.restore(spark, copy, until_ms=until)] == [0, 0]
+
+
+def rows(start: int, count: int) -> list[dict]:
+    return segment_batch(start, count).to_pylist()
+
+
+def test_archived_segments_are_refused_before_anything_is_written(
+    archive, spark, local_stack, unique
+):
+    store = archive()
+    store.put(0, segment_batch(0, 10), 0, 9)
+    frozen = store.put(0, segment_batch(10, 10), 10, 19)
+    s3_key = frozen.to_s3_key("data")
+    local_stack.s3().copy_object(
+        Bucket=store.store.bucket,
+        Key=s3_key,
+        CopySource={"Bucket": store.store.bucket, "Key": s3_key},
+        StorageClass="GLACIER",
+    )
+    store.describe(1, {0: 0})
+    copy = unique("frozen")
+    with pytest.raises(ArchivedSegmentsError, match=s3_key):
+        store.restore(spark, copy)
+    assert copy not in local_stack.admin(DESTINATION).list_topics(timeout=10).topics
+
+
+def test_a_lost_segment_stops_its_partition_before_the_gap_and_the_others_finish(
+    archive, spark, local_stack, unique
+):
+    store = archive()
+    for start in (0, 10, 20):
+        store.put(0, segment_batch(start, 10), start, start + 9)
+        if start != 10:
+            store.put(1, segment_batch(start, 10), start, start + 9)
+    store.describe(2, {0: 0, 1: 0})
+    copy = unique("gap")
+    results = store.restore(spark, copy)
+    assert [(r.partition, r.status) for r in results] == [(0, "complete"), (1, "gap")]
+    assert "offsets 10..19 are missing" in results[1].message
+    offsets = [
+        [o for o, *_ in restored(local_stack.bootstrap(DESTINATION), copy, p, store.topic)]
+        for p in range(2)
+    ]
+    assert offsets == [list(range(30)), list(range(10))]
+
+
+def test_a_topic_holding_other_records_is_refused_unless_appending(
+    archive, spark, local_stack, unique
+):
+    store = archive()
+    store.put(0, segment_batch(0, 5), 0, 4)
+    store.describe(1, {0: 0})
+    copy = unique("busy")
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(DESTINATION)})
+    from confluent_kafka.admin import NewTopic
+
+    admin = local_stack.admin(DESTINATION)  # alive until the future resolves
+    admin.create_topics([NewTopic(copy, 1)])[copy].result(timeout=30)
+    producer.produce(copy, b"someone else's", partition=0)
+    producer.flush(10)
+    with pytest.raises(RestoreError, match="already holds records"):
+        store.restore(spark, copy)
+    results = store.restore(spark, copy, append=True)
+    assert results[0].records == 5
+    values = [r[4] for r in read_partition(local_stack.bootstrap(DESTINATION), copy, 0)]
+    assert values[0] == b"someone else's" and len(values) == 6
