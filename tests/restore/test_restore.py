@@ -5,12 +5,13 @@ for archived segments, and stopped before a lost segment."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from egress.job import EgressJob
 from replicator.core.config import load_config
@@ -20,7 +21,8 @@ from replicator.restore.job import RestoreJob, RestoreRequest
 from tests.fixtures.egress import create_topic, finish_bursts
 from tests.fixtures.independent import read_partition
 from tests.fixtures.ingress import segment_batch
-from tests.fixtures.records import produce_every_shape, to_batch
+from tests.fixtures.records import plain, produce_every_shape, to_batch
+from tests.fixtures.spark import kill_group
 from tests.fixtures.stack import DESTINATION, SOURCE
 
 PARTITIONS = 3
@@ -281,3 +283,106 @@ def test_a_topic_holding_other_records_is_refused_unless_appending(
     assert results[0].records == 5
     values = [r[4] for r in read_partition(local_stack.bootstrap(DESTINATION), copy, 0)]
     assert values[0] == b"someone else's" and len(values) == 6
+
+
+def restored_so_far(local_stack, topic: str, partitions: int) -> int:
+    """The destination's high watermarks summed: a quick, rough count (0 while the topic
+    is unknown)."""
+    consumer = Consumer({"bootstrap.servers": local_stack.bootstrap(DESTINATION), "group.id": "w"})
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+            for p in range(partitions)
+        )
+    except KafkaException:
+        return 0
+    finally:
+        consumer.close()
+
+
+def restore_command(store, copy: str, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "replicator",
+        "restore",
+        "--config",
+        str(store.path),
+        "--topic",
+        store.topic,
+        "--from-region",
+        SOURCE,
+        "--into-region",
+        DESTINATION,
+        "--into-topic",
+        copy,
+        *args,
+    ]
+
+
+def test_a_restore_killed_midway_completes_exactly_when_run_again(
+    archive, local_stack, unique, tmp_path
+):
+    store = archive()
+    partitions, segments, per_segment = 4, 8, 5000
+    for p in range(partitions):
+        for s in range(segments):
+            start = s * per_segment
+            store.put(p, plain(per_segment, start, value_size=200), start, start + per_segment - 1)
+    store.describe(partitions, {p: 0 for p in range(partitions)})
+    copy = unique("killed")
+    total = partitions * segments * per_segment
+    log = tmp_path / "restore.log"
+    process = subprocess.Popen(
+        restore_command(store, copy, "--master", "local[2]"),
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while restored_so_far(local_stack, copy, partitions) < total // 10:
+            assert process.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+    finally:
+        kill_group(process)
+    killed_at = restored_so_far(local_stack, copy, partitions)
+    assert killed_at < total, "the restore finished before it was killed"
+    again = subprocess.run(
+        restore_command(store, copy, "--master", "local[2]"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    for p in range(partitions):
+        offsets = [
+            o for o, *_ in restored(local_stack.bootstrap(DESTINATION), copy, p, store.topic)
+        ]
+        assert offsets == list(range(segments * per_segment)), f"partition {p}"
+
+
+def test_restore_runs_on_a_standalone_cluster(
+    archive, local_stack, unique, standalone_cluster, tmp_path
+):
+    store = archive()
+    for p in range(2):
+        store.put(p, segment_batch(0, 50), 0, 49)
+    store.describe(2, {0: 0, 1: 0})
+    copy = unique("cluster")
+    result = subprocess.run(
+        restore_command(store, copy, "--master", standalone_cluster),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "2/2 complete" in result.stdout
+    for p in range(2):
+        offsets = [
+            o for o, *_ in restored(local_stack.bootstrap(DESTINATION), copy, p, store.topic)
+        ]
+        assert offsets == list(range(50))
+    assert list((tmp_path / "work").glob("app-*/*/stderr")), "no executor ran on the worker"
