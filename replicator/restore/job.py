@@ -303,14 +303,13 @@ class RestoreJob:
     def _watch(
         self, runner: threading.Thread, plans: list[TopicPlan], tasks: list[RestoreTask]
     ) -> None:
-        """Print a progress line per topic every few seconds until the tasks are done."""
+        """A progress line per topic when the tasks start, every few seconds while they
+        run, and once they are done."""
         started = time.monotonic()
         checkpoints = self._checkpoints()
         planned_bytes = {t.topic: sum(p.bytes for p in t.plans) for t in plans}
-        while runner.is_alive():
-            runner.join(PROGRESS_INTERVAL)
-            if not runner.is_alive():
-                break
+        while True:
+            running = runner.is_alive()
             done: dict[str, int] = {}
             planned: dict[str, int] = {}
             for task in tasks:
@@ -325,8 +324,15 @@ class RestoreJob:
             elapsed = time.monotonic() - started
             for topic, total in sorted(planned.items()):
                 share = done[topic] / total if total else 1.0
-                eta = elapsed * (1 - share) / share if 0 < share < 1 else None
+                eta = (
+                    elapsed * (1 - share) / share
+                    if running and 0 < share < 1 and elapsed >= 1
+                    else None
+                )
                 self._say(progress_line(topic, done[topic], total, planned_bytes[topic], eta))
+            if not running:
+                return
+            runner.join(PROGRESS_INTERVAL)
 
 
 def _matches(pattern: str | None, topic: str) -> bool:

@@ -361,6 +361,11 @@ def test_a_restore_killed_midway_completes_exactly_when_run_again(
             o for o, *_ in restored(local_stack.bootstrap(DESTINATION), copy, p, store.topic)
         ]
         assert offsets == list(range(segments * per_segment)), f"partition {p}"
+    # Progress: the rerun starts where the killed run left off and ends at 100%.
+    lines = [line for line in again.stdout.splitlines() if line.startswith(f"{store.topic} [")]
+    assert lines and "100% offsets 160,000/160,000" in lines[-1], again.stdout[-2000:]
+    assert "  0%" not in lines[0], lines[0]
+    assert f"{partitions}/{partitions} complete" in again.stdout
 
 
 def test_restore_runs_on_a_standalone_cluster(
