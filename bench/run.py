@@ -22,7 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import compaction_throughput, egress_throughput, ingress_throughput, latency, relay
+from bench import (
+    compaction_throughput,
+    egress_throughput,
+    ingress_throughput,
+    latency,
+    relay,
+    restore_throughput,
+)
 from replicator.core.logs import configure_logging
 
 RESULTS = Path(__file__).parent / "results" / "latest.json"
@@ -132,6 +139,31 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                 0.8,
             ),
         ]
+    if "restore" in raw:
+        r = raw["restore"]
+        found += [
+            _ratio_figure(
+                "restore records/s (whole run)",
+                "rec/s",
+                r["restore_records_per_s"],
+                r["baseline_records_per_s"],
+                1.0,
+            ),
+            _ratio_figure(
+                "restore MB/s (whole run)",
+                "MB/s",
+                r["restore_mb_per_s"],
+                r["baseline_mb_per_s"],
+                1.0,
+            ),
+            _ratio_figure(
+                "restore records/s (planning to last task)",
+                "rec/s",
+                r["restore_records_per_s_in_run"],
+                r["baseline_records_per_s"],
+                1.0,
+            ),
+        ]
     if "relay_latency" in raw:
         lat = raw["relay_latency"]
         found += [
@@ -173,18 +205,35 @@ def main() -> None:
     parser.add_argument(
         "--only",
         nargs="+",
-        choices=["egress", "ingress", "compaction", "latency", "relay", "relay_latency"],
+        choices=[
+            "egress",
+            "ingress",
+            "compaction",
+            "restore",
+            "latency",
+            "relay",
+            "relay_latency",
+        ],
     )
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
     configure_logging("WARNING")
-    wanted = args.only or ["egress", "ingress", "compaction", "latency", "relay", "relay_latency"]
+    wanted = args.only or [
+        "egress",
+        "ingress",
+        "compaction",
+        "restore",
+        "latency",
+        "relay",
+        "relay_latency",
+    ]
     raw: dict[str, dict[str, Any]] = {}
     started = time.monotonic()
     steps: dict[str, Callable[[], dict[str, Any]]] = {
         "egress": lambda: egress_throughput.measure(args.records, args.partitions),
         "ingress": lambda: ingress_throughput.measure(args.records, args.partitions),
         "compaction": lambda: compaction_throughput.measure(args.records, args.partitions, 10),
+        "restore": lambda: restore_throughput.measure(args.records, args.partitions),
         "latency": lambda: latency.measure(args.latency_rate, args.latency_seconds),
         "relay": lambda: relay.measure_throughput(args.records // 2, args.partitions),
         "relay_latency": lambda: relay.measure_latency(args.latency_rate, args.latency_seconds / 2),
