@@ -2,9 +2,10 @@
 
 Every ``[egress] group_offsets_interval`` the driver reads the committed offsets of the
 groups named by ``[egress] consumer_groups`` (regular expressions over whole group ids) on
-the exported topics, and writes one object per (topic, group) where they changed (layout
-in :mod:`replicator.core.groups.offsets_file`). Bucket replication carries them to the
-destination region, where ingress and ``replicator failover`` translate them.
+the exported topics, and writes one object per (topic, group) where they changed, keeping
+each change in the group's history (layout in :mod:`replicator.core.groups.offsets_file`).
+Bucket replication carries them to the destination region, where ingress and
+``replicator failover`` translate them, and restore finds them as they were at a cut.
 
 A group's offsets are read after the segments they refer to may still be in flight: a
 group can be ahead of what is exported. Translation handles that (the group is reported
@@ -20,7 +21,11 @@ from egress.catalog import SourceCatalog
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.groups.admin import GroupAdmin, matching
-from replicator.core.groups.offsets_file import GroupOffsets, group_offsets_s3_key
+from replicator.core.groups.offsets_file import (
+    GroupOffsets,
+    group_history_s3_key,
+    group_offsets_s3_key,
+)
 from replicator.core.kafka.clients import client_config
 from replicator.core.segments.store import SegmentStore
 
@@ -68,6 +73,10 @@ class GroupOffsetsExporter:
                 if self._written.get(key) == offsets:
                     continue
                 record = GroupOffsets(self.egress.region, topic, group, offsets, now)
+                history = group_history_s3_key(
+                    self.config.s3.prefix, self.egress.region, topic, group, int(now * 1000)
+                )
+                self._store.put_json(history, record.to_json())
                 self._store.put_json(key, record.to_json())
                 self._written[key] = offsets
                 written += 1

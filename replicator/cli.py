@@ -185,12 +185,35 @@ def _restore(args: argparse.Namespace) -> int:
     started = time.monotonic()
     results = job.run(plans)
     seconds = time.monotonic() - started
+    groups = job.restore_groups(plans) if args.groups else []
+    committed = {g: n is not None for g, n in job.groups_moved.items()}
     if args.json:
-        print(
-            json.dumps({"seconds": seconds, "partitions": [as_dict(r) for r in results]}, indent=2)
-        )
+        report = {
+            "seconds": seconds,
+            "partitions": [as_dict(r) for r in results],
+            "groups": [
+                {
+                    "group": g.group,
+                    "topic": g.target.destination_topic,
+                    "partition": g.target.destination_partition,
+                    "source_offset": g.translation.source_offset,
+                    "offset": g.translation.destination_offset,
+                    "exact": g.translation.exact,
+                    "committed": committed.get(g.group, False),
+                }
+                for g in groups
+            ],
+        }
+        print(json.dumps(report, indent=2))
     else:
         print(render(results, seconds))
+        for g in groups:
+            state = "committed" if committed.get(g.group) else "has members: not moved"
+            print(
+                f"group {g.group} {g.target.destination_topic} partition "
+                f"{g.target.destination_partition}: source offset {g.translation.source_offset}"
+                f" -> {g.translation.destination_offset} ({state})"
+            )
     return 0 if all(r.ok for r in results) else 1
 
 
@@ -298,6 +321,11 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--partitions", type=_partitions, help="only these, e.g. 0,3,7")
     restore.add_argument(
         "--append", action="store_true", help="restore after records already in the topic"
+    )
+    restore.add_argument(
+        "--groups",
+        action="store_true",
+        help="also commit exported consumer groups' offsets as they were at the cut",
     )
     restore.add_argument("--plan", action="store_true", help="print what would be restored")
     restore.add_argument("--json", action="store_true", help="the final report as JSON")

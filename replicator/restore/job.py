@@ -23,9 +23,14 @@ from confluent_kafka.admin import AdminClient
 
 from replicator.core.aws.errors import ObjectNotFoundError
 from replicator.core.config import Config
-from replicator.core.kafka.checkpoints import CheckpointStore
+from replicator.core.groups.admin import GroupAdmin
+from replicator.core.groups.destination import OffsetTranslator
+from replicator.core.groups.plan import GroupPartition, commit_groups, translate_groups
+from replicator.core.groups.stored import read_group_offsets_at
+from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_topic
 from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.tail import tail_reader
 from replicator.core.kafka.topics import prepare_destination
 from replicator.core.segments.descriptor import export_starts
@@ -54,6 +59,8 @@ class RestoreRequest:
     until_ms: int | None = None
     partitions: list[int] | None = None
     append: bool = False
+    groups: bool = False
+    """Also commit exported consumer groups' offsets as they were at the cut."""
 
 
 class RestoreJob:
@@ -85,6 +92,7 @@ class RestoreJob:
         if self.into_region is None or self.into_region not in config.regions:
             raise RestoreError(f"--into-region {self.into_region!r} is not a region of the config")
         self.store = SegmentStore.for_region(config, self.into_region)
+        self.groups_moved: dict[str, int | None] = {}
         self.kafka = client_config(config.region(self.into_region).kafka)
 
     # -- where from ----------------------------------------------------------------------
@@ -333,6 +341,37 @@ class RestoreJob:
             if not running:
                 return
             runner.join(PROGRESS_INTERVAL)
+
+    def restore_groups(self, plans: list[TopicPlan]) -> list[GroupPartition]:
+        """Commit, for the restored topics, the offsets exported consumer groups had
+        committed at the cut (the latest without ``--until``), translated to the restored
+        topics' offsets; groups with members in the destination are left alone. The
+        translated rows (``commit`` per group in the log)."""
+        committed = []
+        targets: dict[SourcePartition, WriteTarget] = {}
+        for topic in plans:
+            region = self._from[topic.topic]
+            for plan in topic.plans:
+                source = SourcePartition(region, topic.topic, plan.partition)
+                targets[source] = WriteTarget(source, topic.into_topic, plan.partition)
+            for exported in read_group_offsets_at(
+                self.store, region, topic.topic, self.request.until_ms
+            ):
+                committed += [
+                    (exported.group, SourcePartition(region, topic.topic, p), offset)
+                    for p, offset in sorted(exported.offsets.items())
+                ]
+        rows = translate_groups(
+            OffsetTranslator(self.kafka, self._checkpoints()), committed, targets.get
+        )
+        moved = commit_groups(GroupAdmin(self.kafka, self.into_region or ""), rows)
+        for group, count in moved.items():
+            if count is None:
+                log.warning("group %s has members in %s: not moved", group, self.into_region)
+            else:
+                log.info("group %s: offsets committed on %d partitions", group, count)
+        self.groups_moved = moved
+        return rows
 
 
 def _matches(pattern: str | None, topic: str) -> bool:

@@ -171,6 +171,10 @@ first_segment_delay = "0s"
         ].read()
     )
     assert exported["offsets"] == {str(p): o for p, o in committed.items()}
+    history = s3.list_objects_v2(
+        Bucket=config.bucket(SOURCE), Prefix=f"data/{SOURCE}/{topic}/_group_history/{group}/"
+    ).get("Contents", [])
+    assert len(history) == 1, "each change is kept in the group's history"
     while True:  # every segment replicated
         replicated = [
             local_stack.store(DESTINATION).exported_end(SOURCE, topic, p) for p in range(PARTITIONS)

@@ -15,7 +15,10 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from egress.job import EgressJob
 from replicator.core.config import load_config
+from replicator.core.groups.admin import GroupAdmin
+from replicator.core.groups.offsets_file import GroupOffsets, group_history_s3_key
 from replicator.core.kafka import provenance
+from replicator.core.kafka.clients import client_config
 from replicator.restore.errors import ArchivedSegmentsError, RestoreError
 from replicator.restore.job import RestoreJob, RestoreRequest
 from tests.fixtures.egress import create_topic, finish_bursts
@@ -217,6 +220,35 @@ def test_until_cuts_every_partition_at_the_first_later_record(archive, spark, lo
     assert offsets == [[0, 1, 2, 3, 4, 5], [0, 1, 2]]
     # The same cut again restores nothing more.
     assert [r.records for r in store.restore(spark, copy, until_ms=until)] == [0, 0]
+
+    # --groups: a group's offsets as they were at the cut, in the restored topic.
+    group = unique("audit")
+    for stamp, group_offsets in ((base + 30, {0: 2, 1: 1}), (base + 80, {0: 8, 1: 9})):
+        exported = GroupOffsets(SOURCE, store.topic, group, group_offsets, stamp / 1000)
+        store.store.put_json(
+            group_history_s3_key("data", SOURCE, store.topic, group, stamp), exported.to_json()
+        )
+    job = RestoreJob(
+        store.config,
+        RestoreRequest([store.topic], SOURCE, DESTINATION, copy, until_ms=until, groups=True),
+        spark=spark,
+    )
+    translated = job.restore_groups(job.plan())
+    assert [(r.target.destination_partition, r.translation.exact) for r in translated] == [
+        (0, True),
+        (1, True),
+    ]
+    assert job.groups_moved == {group: 2}
+    kafka = client_config(store.config.region(DESTINATION).kafka)
+    committed = GroupAdmin(kafka, DESTINATION).committed(group)
+    sources = {
+        p: [o for o, *_ in restored(local_stack.bootstrap(DESTINATION), copy, p, store.topic)]
+        for p in range(2)
+    }
+    # The destination offsets of source offsets 2 and 1: the group reads on from there.
+    firsts = {p: read_partition(local_stack.bootstrap(DESTINATION), copy, p) for p in range(2)}
+    assert [firsts[0][i][0] for i, o in enumerate(sources[0]) if o == 2] == [committed[(copy, 0)]]
+    assert [firsts[1][i][0] for i, o in enumerate(sources[1]) if o == 1] == [committed[(copy, 1)]]
 
 
 def rows(start: int, count: int) -> list[dict]:

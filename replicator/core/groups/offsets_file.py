@@ -5,6 +5,10 @@ bucket replication carries it with the segments; the group id is percent-encoded
 ids may hold any character, an S3 key component may not hold '/'). ``_groups`` can never
 be a partition directory (those are numbers), so segment listings skip it.
 
+Each change is also kept under ``{prefix}/{region}/{topic}/_group_history/{group}/
+{time_ms:013d}.json`` (same value), so that a restore cut at an instant finds the offsets
+the group had committed then. Expire it with a lifecycle rule like the segments.
+
 Value: ``{"format_version": 1, "region", "topic", "group", "time", "offsets": {"0": X}}``
 where X is the group's committed offset on that source partition: the offset of the next
 record the group will read. Pure functions; the store does the I/O.
@@ -21,6 +25,7 @@ from replicator.core.segments.key import topic_s3_prefix
 
 FORMAT_VERSION = 1
 GROUPS_DIRECTORY = "_groups"
+HISTORY_DIRECTORY = "_group_history"
 SUFFIX = ".json"
 MAX_OBJECT_BYTES = 4 * 1024**2
 """Far above any real group's offsets (a partition costs ~30 bytes); a larger object is
@@ -101,3 +106,27 @@ def group_of_s3_key(s3_key: str) -> str | None:
         return None
     group = unquote(name[: -len(SUFFIX)])
     return group if 0 < len(group) <= MAX_GROUP_ID_CHARS else None
+
+
+def group_history_s3_prefix(prefix: str, region: str, topic: str) -> str:
+    """Key prefix (ending in '/') of every group's offsets history on a topic."""
+    return f"{topic_s3_prefix(prefix, region, topic)}{HISTORY_DIRECTORY}/"
+
+
+def group_history_s3_key(prefix: str, region: str, topic: str, group: str, time_ms: int) -> str:
+    """The S3 object key of ``group``'s offsets as read at ``time_ms``."""
+    head = group_history_s3_prefix(prefix, region, topic)
+    return f"{head}{quote(group, safe='')}/{time_ms:013d}{SUFFIX}"
+
+
+def history_entry(s3_key: str) -> tuple[str, int] | None:
+    """(group, time in ms) an object key of :func:`group_history_s3_key` names (None:
+    another object)."""
+    parts = s3_key.rsplit("/", 2)
+    if len(parts) != 3 or not parts[2].endswith(SUFFIX):
+        return None
+    stamp = parts[2][: -len(SUFFIX)]
+    group = unquote(parts[1])
+    if not stamp.isdigit() or not 0 < len(group) <= MAX_GROUP_ID_CHARS:
+        return None
+    return group, int(stamp)
