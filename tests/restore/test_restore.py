@@ -423,3 +423,22 @@ def test_restore_runs_on_a_standalone_cluster(
         ]
         assert offsets == list(range(50))
     assert list((tmp_path / "work").glob("app-*/*/stderr")), "no executor ran on the worker"
+
+
+def test_a_corrupt_segment_halts_its_partition_naming_the_key(archive, spark, local_stack, unique):
+    store = archive()
+    for p in range(2):
+        store.put(p, segment_batch(0, 10), 0, 9)
+    broken = store.put(1, segment_batch(10, 10), 10, 19).to_s3_key("data")
+    local_stack.s3().put_object(Bucket=store.store.bucket, Key=broken, Body=b"not parquet" * 100)
+    store.put(0, segment_batch(10, 10), 10, 19)
+    store.describe(2, {0: 0, 1: 0})
+    copy = unique("corrupt")
+    results = store.restore(spark, copy)
+    assert [(r.partition, r.status) for r in results] == [(0, "complete"), (1, "halted")]
+    assert broken in results[1].message
+    offsets = [
+        [o for o, *_ in restored(local_stack.bootstrap(DESTINATION), copy, p, store.topic)]
+        for p in range(2)
+    ]
+    assert offsets == [list(range(20)), list(range(10))]
