@@ -18,8 +18,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
+# Test files run in parallel, one per core (each worker starts its own local stack);
+# a file's tests stay together, in order, on one worker.
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 unit: setup
 	$(BIN)/python -m pytest -m 'not integration'
