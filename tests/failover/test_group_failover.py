@@ -64,6 +64,16 @@ def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> N
     consumer.close()
 
 
+def failover(config_path: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``replicator failover --config CONFIG_PATH ARGS`` as an operator runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "replicator", "failover", "--config", config_path, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def read_as_group(bootstrap: str, group: str, topic: str, expected: dict[int, int]) -> dict:
     """What a consumer of ``group`` reads from its committed offsets on, per partition,
     until it has ``expected[p]`` records of every partition (and a little more)."""
@@ -196,24 +206,7 @@ first_segment_delay = "0s"
         if running.assignment():
             break
     try:
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "replicator",
-                "failover",
-                "--config",
-                str(path),
-                "--group",
-                group,
-                "--group",
-                busy,
-                "--apply",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        result = failover(str(path), "--group", group, "--group", busy, "--apply")
         # The busy group is not ready (it has members): exit status 1, nothing moved.
         assert result.returncode == 1, result.stdout + result.stderr
         assert "active in the destination: not moved" in result.stdout
@@ -236,23 +229,7 @@ first_segment_delay = "0s"
         running.close()
 
     # Only the named group alone: ready, exit 0, and a second --apply moves nothing.
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replicator",
-            "failover",
-            "--config",
-            str(path),
-            "--group",
-            group,
-            "--apply",
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    again = failover(str(path), "--group", group, "--apply", "--json")
     assert again.returncode == 0, again.stdout + again.stderr
     report = json.loads(again.stdout)
     assert report["ready"] and report["groups"][0]["moved"] == 0
@@ -260,21 +237,7 @@ first_segment_delay = "0s"
     assert all(rows[p]["replayed_until"] == ends[p] and rows[p]["rpo_records"] == 0 for p in rows)
 
     # An unknown group is not ready.
-    unknown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replicator",
-            "failover",
-            "--config",
-            str(path),
-            "--group",
-            unique("nobody"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    unknown = failover(str(path), "--group", unique("nobody"))
     assert unknown.returncode == 1 and "no exported offsets found" in unknown.stdout
 
     for name, offsets in ((group, committed), (synced, {0: 5, 1: 6, 2: 7, 3: 8})):
@@ -309,22 +272,7 @@ def test_groups_fail_over_through_the_relay_exactly(local_stack, relay_setup, un
     assert sync.sync_once() == {group: (0, 0)}
     assert len(GroupAdmin(kafka, DESTINATION).committed(group)) == PARTITIONS
 
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replicator",
-            "failover",
-            "--config",
-            str(setup.path),
-            "--group",
-            group,
-            "--apply",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = failover(str(setup.path), "--group", group, "--apply")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 of 1 groups ready (offsets committed)" in result.stdout
     assert "committed (0 partitions moved)" in result.stdout  # the sync did it already

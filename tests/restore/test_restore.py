@@ -107,11 +107,9 @@ def test_every_record_shape_restores_identically_into_a_new_topic_and_the_source
     while topic in admin.list_topics(timeout=10).topics:
         assert time.monotonic() < deadline
         time.sleep(0.3)
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replicator",
+    # Twice: the second run duplicates nothing.
+    for run in range(2):
+        result = run_cli(
             "restore",
             "--config",
             str(path),
@@ -122,40 +120,15 @@ def test_every_record_shape_restores_identically_into_a_new_topic_and_the_source
             "--master",
             "local[2]",
             "--json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    report = json.loads(result.stdout[result.stdout.index("{") :])
-    assert [p["status"] for p in report["partitions"]] == ["complete"] * PARTITIONS
-    for p in range(PARTITIONS):
-        assert restored(local_stack.bootstrap(SOURCE), topic, p, topic) == source[p]
-
-    # The same restore again duplicates nothing.
-    again = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replicator",
-            "restore",
-            "--config",
-            str(path),
-            "--topic",
-            topic,
-            "--into-region",
-            SOURCE,
-            "--master",
-            "local[2]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    for p in range(PARTITIONS):
-        assert restored(local_stack.bootstrap(SOURCE), topic, p, topic) == source[p]
+        )
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        report = json.loads(result.stdout[result.stdout.index('{\n  "seconds"') :])
+        assert [p["status"] for p in report["partitions"]] == ["complete"] * PARTITIONS
+        assert sum(p["records"] for p in report["partitions"]) == (
+            sum(len(v) for v in source.values()) if run == 0 else 0
+        )
+        for p in range(PARTITIONS):
+            assert restored(local_stack.bootstrap(SOURCE), topic, p, topic) == source[p]
 
 
 def test_until_cuts_every_partition_at_the_first_later_record(archive, spark, local_stack, unique):
@@ -179,25 +152,7 @@ def test_until_cuts_every_partition_at_the_first_later_record(archive, spark, lo
     until = base + 55  # between 50 and 60 in partition 0
     copy = unique("cut")
     plan = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "replicator",
-            "restore",
-            "--config",
-            str(store.path),
-            "--topic",
-            store.topic,
-            "--from-region",
-            SOURCE,
-            "--into-region",
-            DESTINATION,
-            "--into-topic",
-            copy,
-            "--until",
-            str(until),
-            "--plan",
-        ],
+        restore_command(store, copy, "--until", str(until), "--plan"),
         capture_output=True,
         text=True,
         timeout=120,
@@ -330,6 +285,12 @@ def restored_so_far(local_stack, topic: str, partitions: int) -> int:
         return 0
     finally:
         consumer.close()
+
+
+def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "replicator", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 def restore_command(store, copy: str, *args: str) -> list[str]:
