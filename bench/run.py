@@ -157,9 +157,9 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                 1.0,
             ),
             _ratio_figure(
-                "restore records/s (planning to last task)",
+                "restore records/s (inside the tasks)",
                 "rec/s",
-                r["restore_records_per_s_in_run"],
+                r["restore_records_per_s_in_tasks"],
                 r["baseline_records_per_s"],
                 1.0,
             ),

@@ -90,6 +90,13 @@ class IngressMetrics:
             ["region"],
             registry=r,
         )
+        self.fenced = Counter(
+            "replicator_ingress_writer_fenced",
+            "Times a partition's writer was fenced while its partition was still owned "
+            "(then re-opened)",
+            ["region", "topic", "partition"],
+            registry=r,
+        )
         self.group_partitions_moved = Counter(
             "replicator_ingress_group_offsets_moved",
             "Destination group partitions whose offsets the offset sync moved forward",

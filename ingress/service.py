@@ -319,7 +319,13 @@ class IngressService:
         return ExportStart(True, starts.get(key.partition))
 
     def _writer(self, target: WriteTarget) -> PartitionWriter:
-        return PartitionWriter(self.kafka, self.ingress.group_id, target, self.checkpoints)
+        return PartitionWriter(
+            self.kafka,
+            self.ingress.group_id,
+            target,
+            self.checkpoints,
+            transaction_timeout=self.ingress.transaction_timeout,
+        )
 
     def _dispatch(self, message: Any) -> None:
         error = message.error()

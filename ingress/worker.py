@@ -7,9 +7,15 @@ changes when the worker notices a segment, never what it replays, because the li
 the truth and records below the next offset are skipped.
 
 Order of work per segment: read a row group (verified), produce its records at or after the
-next offset, and at least every ``checkpoint_interval`` and at the segment's end: flush,
-write the checkpoint, commit the transaction (the exactly-once writer,
-:mod:`replicator.core.kafka.writer`, does that part).
+next offset, then — before the next read, and at the segment's end — flush, write the
+checkpoint, commit the transaction (the exactly-once writer,
+:mod:`replicator.core.kafka.writer`, does that part). A transaction therefore never spans
+an S3 read or a wait for a read slot: however slow S3 is, it stays open only while one row
+group is produced, well inside ``transaction_timeout``.
+
+A writer fenced while its partition is still owned (a transaction the coordinator aborted
+after a broker outage, or a takeover not yet noticed) fails the worker; the supervisor
+re-opens the writer, which resumes from the destination, if the partition is still owned.
 """
 
 from __future__ import annotations
@@ -143,8 +149,16 @@ class PartitionWorker(threading.Thread):
         try:
             self._run()
         except OwnershipLostError as exc:
-            self.status.state = "stopped"
-            self.log.info("%s: %s", self.name, exc)
+            # Fenced while the partition is still ours as far as this instance knows:
+            # either another instance took it over (this one hears of it as a
+            # revocation, which removes the worker before its restart is due) or the
+            # coordinator aborted a transaction that outlived transaction.timeout.ms
+            # (a broker outage). Fail: the supervisor re-opens the writer, which
+            # resumes from the destination, if the partition is still owned then.
+            self.status.state, self.status.reason = "failed", f"fenced: {exc}"
+            self.failure = exc
+            self.metrics.fenced.labels(*self._labels).inc()
+            self.log.warning("%s fenced; re-opening its writer unless it moved: %s", self.name, exc)
         except (PartitionHaltedError, RecordTooLargeError) as exc:
             self.status.state, self.status.reason = "halted", str(exc)
             self.metrics.halted.labels(*self._labels).set(1)
@@ -288,9 +302,14 @@ class PartitionWorker(threading.Thread):
         self.status.state = "replaying"
         produced_until: int | None = None  # next offset after the open transaction's records
         try:
-            opened = time.monotonic()
             tables = self._store.open(stored).iter_tables()
             while not self._stopping.is_set():
+                if produced_until is not None:
+                    # Never hold a transaction open across a read: a slow S3 read or a
+                    # wait for a read slot would let it outlive transaction.timeout.ms.
+                    writer.commit(produced_until)
+                    self.status.next_offset = produced_until
+                    produced_until = None
                 # A row group is decoded and produced while holding a read slot, so
                 # memory is bounded by the slots however many partitions are owned.
                 with self._read_slots:
@@ -308,11 +327,6 @@ class PartitionWorker(threading.Thread):
                     self._count(kept, filtered=table.num_rows - kept.num_rows)
                     next_offset = produced_until = table.column("offset")[-1].as_py() + 1
                     del table, offsets, kept
-                if time.monotonic() - opened >= self.ingress.checkpoint_interval:
-                    writer.commit(next_offset)
-                    self.status.next_offset = next_offset
-                    produced_until = None
-                    opened = time.monotonic()
             if not self._stopping.is_set():
                 writer.commit(stored.segment_key.end + 1)
                 self.metrics.segments_read.labels(*self._labels).inc()

@@ -190,6 +190,7 @@ def _restore(args: argparse.Namespace) -> int:
     if args.json:
         report = {
             "seconds": seconds,
+            "tasks_seconds": job.tasks_seconds,
             "partitions": [as_dict(r) for r in results],
             "groups": [
                 {

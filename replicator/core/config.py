@@ -318,7 +318,12 @@ class IngressConfig(_Model):
     relist_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 30.0
     """How often an idle partition re-lists its segments, in case an event was lost."""
     checkpoint_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 1.0
-    """Longest a transaction (records plus their checkpoint) stays open while producing."""
+    """Ignored, kept so that existing files load: a transaction now covers at most one row
+    group (it is committed before every read)."""
+    transaction_timeout: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 60.0
+    """``transaction.timeout.ms`` of the writers: a transaction open longer (a broker
+    outage mid-transaction) is aborted by the coordinator; the worker then re-opens its
+    writer and resumes."""
     read_concurrency: PositiveInt = 2
     """Segment row groups decoded and being produced at once, over all partitions of the
     instance. Each costs about three times the row group (8 MiB as egress writes them):

@@ -123,9 +123,12 @@ class RelayWorker(threading.Thread):
         try:
             self._run()
         except OwnershipLostError as exc:
-            self.status.state = "stopped"
+            # As in ingress: fail, and the supervisor re-opens the writer if the
+            # partition is still owned when the restart is due.
+            self.status.state, self.status.reason = "failed", f"fenced: {exc}"
+            self.failure = exc
             self.metrics.produce_errors.labels("fenced").inc()
-            self.log.info("%s: %s", self.name, exc)
+            self.log.warning("%s fenced; re-opening its writer unless it moved: %s", self.name, exc)
         except HALTING_ERRORS as exc:
             self.status.state, self.status.reason = "halted", str(exc)
             self.metrics.halted.labels(*self._labels).set(1)

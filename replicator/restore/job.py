@@ -93,6 +93,8 @@ class RestoreJob:
             raise RestoreError(f"--into-region {self.into_region!r} is not a region of the config")
         self.store = SegmentStore.for_region(config, self.into_region)
         self.groups_moved: dict[str, int | None] = {}
+        self.tasks_seconds = 0.0
+        """From the first task submitted to the last result (Spark start-up excluded)."""
         self.kafka = client_config(config.region(self.into_region).kafka)
 
     # -- where from ----------------------------------------------------------------------
@@ -290,10 +292,12 @@ class RestoreJob:
         failure: list[BaseException] = []
 
         def collect() -> None:
+            started = time.monotonic()
             try:
                 results.extend(
                     spark.sparkContext.parallelize(tasks, len(tasks)).map(run_task).collect()
                 )
+                self.tasks_seconds = time.monotonic() - started
             except BaseException as exc:  # raised again on the driver's thread
                 failure.append(exc)
 

@@ -77,7 +77,13 @@ class PartitionWriter:
     for the order of work and why it is exactly once)."""
 
     def __init__(
-        self, kafka: dict[str, Any], group: str, target: WriteTarget, checkpoints: CheckpointStore
+        self,
+        kafka: dict[str, Any],
+        group: str,
+        target: WriteTarget,
+        checkpoints: CheckpointStore,
+        *,
+        transaction_timeout: float = 60.0,
     ) -> None:
         self.target = target
         self._checkpoints = checkpoints
@@ -100,7 +106,7 @@ class PartitionWriter:
                 "queue.buffering.max.messages": PRODUCER_BUFFER_RECORDS,
                 "queue.buffering.max.kbytes": PRODUCER_BUFFER_KIB,
                 "compression.type": "none",
-                "transaction.timeout.ms": 60_000,
+                "transaction.timeout.ms": int(transaction_timeout * 1000),
             }
         )
 
