@@ -29,7 +29,7 @@ from replicator.core.config import Config, IngressSource, key_path, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.filters import FilterChain, load_chain
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
-from replicator.core.kafka.clients import client_config, ensure_topic
+from replicator.core.kafka.clients import client_config, ensure_service_topic
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.placement import slot_of
 from replicator.core.kafka.provenance import SourcePartition
@@ -87,19 +87,21 @@ class IngressService:
         with fewer partitions than its source, before anything is produced."""
         admin = AdminClient(self.kafka)
         try:
-            ensure_topic(
+            ensure_service_topic(
                 admin,
                 self.ingress.segment_events_topic,
                 self.ingress.segment_events_partitions,
+                "ingress.segment_events_partitions",
                 {
                     "cleanup.policy": "delete",
                     "retention.ms": str(int(self.ingress.segment_events_retention * 1000)),
                 },
             )
-            ensure_topic(
+            ensure_service_topic(
                 admin,
                 self.ingress.checkpoint_topic,
                 self.ingress.checkpoint_partitions,
+                "ingress.checkpoint_partitions",
                 {"cleanup.policy": "compact"},
             )
             for source in self._resolve_sources():

@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 from replicator.core.config import Config, key_path, required
 from replicator.core.filters import FilterChain, load_chain
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
-from replicator.core.kafka.clients import client_config, ensure_topic
+from replicator.core.kafka.clients import client_config, ensure_service_topic
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.placement import slot_of
 from replicator.core.kafka.provenance import SourcePartition
@@ -100,13 +100,19 @@ class RelayService:
         """Create the service topics and the destination topics (or check them)."""
         admin = AdminClient(self.kafka)
         try:
-            ensure_topic(
+            ensure_service_topic(
                 admin,
                 self.relay.checkpoint_topic,
                 self.relay.checkpoint_partitions,
+                "relay.checkpoint_partitions",
                 {"cleanup.policy": "compact"},
             )
-            ensure_topic(admin, self.relay.assignment_topic, self.relay.assignment_partitions)
+            ensure_service_topic(
+                admin,
+                self.relay.assignment_topic,
+                self.relay.assignment_partitions,
+                "relay.assignment_partitions",
+            )
             for name, topic in self.topics.items():
                 needed = counts[name]
                 if topic.destination_partition is not None:

@@ -28,7 +28,7 @@ from replicator.core.groups.destination import OffsetTranslator
 from replicator.core.groups.plan import GroupPartition, commit_groups, translate_groups
 from replicator.core.groups.stored import read_group_offsets_at
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
-from replicator.core.kafka.clients import client_config, ensure_topic
+from replicator.core.kafka.clients import client_config, ensure_service_topic, ensure_topic
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.tail import tail_reader
@@ -92,6 +92,21 @@ class RestoreJob:
         if self.into_region is None or self.into_region not in config.regions:
             raise RestoreError(f"--into-region {self.into_region!r} is not a region of the config")
         self.store = SegmentStore.for_region(config, self.into_region)
+        # The cluster's checkpoint topic as its ingress or relay configures it, so that
+        # both agree on its partition count; the defaults elsewhere.
+        self._checkpoint_topic, self._checkpoint_partitions = (
+            CHECKPOINT_TOPIC,
+            CHECKPOINT_PARTITIONS,
+        )
+        self._checkpoint_setting = ""
+        if config.ingress and config.ingress.region == self.into_region:
+            self._checkpoint_topic = config.ingress.checkpoint_topic
+            self._checkpoint_partitions = config.ingress.checkpoint_partitions
+            self._checkpoint_setting = "ingress.checkpoint_partitions"
+        elif config.relay and config.relay.destination == self.into_region:
+            self._checkpoint_topic = config.relay.checkpoint_topic
+            self._checkpoint_partitions = config.relay.checkpoint_partitions
+            self._checkpoint_setting = "relay.checkpoint_partitions"
         self.groups_moved: dict[str, int | None] = {}
         self.tasks_seconds = 0.0
         """From the first task submitted to the last result (Spark start-up excluded)."""
@@ -224,10 +239,24 @@ class RestoreJob:
     def prepare_destination(self, plans: list[TopicPlan]) -> None:
         admin = AdminClient(self.kafka)
         try:
-            ensure_topic(
-                admin, CHECKPOINT_TOPIC, CHECKPOINT_PARTITIONS, {"cleanup.policy": "compact"}
-            )
+            if self._checkpoint_setting:
+                ensure_service_topic(
+                    admin,
+                    self._checkpoint_topic,
+                    self._checkpoint_partitions,
+                    self._checkpoint_setting,
+                    {"cleanup.policy": "compact"},
+                )
+            else:  # no service configures it here: take the topic as it is
+                ensure_topic(
+                    admin,
+                    self._checkpoint_topic,
+                    self._checkpoint_partitions,
+                    {"cleanup.policy": "compact"},
+                )
             existing = admin.list_topics(timeout=30).topics
+            if not self._checkpoint_setting:
+                self._checkpoint_partitions = len(existing[self._checkpoint_topic].partitions)
         except KafkaException as exc:
             raise BrokerError.from_kafka(
                 f"Kafka of region {self.into_region} unreachable", exc.args[0]
@@ -259,7 +288,7 @@ class RestoreJob:
             consumer.close()
 
     def _checkpoints(self) -> CheckpointStore:
-        return CheckpointStore(self.kafka, CHECKPOINT_TOPIC, CHECKPOINT_PARTITIONS)
+        return CheckpointStore(self.kafka, self._checkpoint_topic, self._checkpoint_partitions)
 
     def _task(self, topic: TopicPlan, plan: PartitionPlan) -> RestoreTask:
         return RestoreTask(
@@ -269,8 +298,8 @@ class RestoreJob:
             topic.into_topic,
             plan,
             self.request.until_ms,
-            CHECKPOINT_TOPIC,
-            CHECKPOINT_PARTITIONS,
+            self._checkpoint_topic,
+            self._checkpoint_partitions,
         )
 
     @property

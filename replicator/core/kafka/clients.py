@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.core.config import KafkaConfig
-from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.errors import BrokerError, ServiceTopicError
 
 _SECRET_WORDS = ("password", "secret", "token", "key.pem", "credentials")
 
@@ -82,3 +82,26 @@ def ensure_topic(
             return False
         raise BrokerError.from_kafka(f"cannot create topic {name!r}", error) from None
     return True
+
+
+def ensure_service_topic(
+    admin: AdminClient,
+    name: str,
+    partitions: int,
+    setting: str,
+    config: Mapping[str, str] | None = None,
+) -> None:
+    """Create a service topic (segment events, checkpoints, relay assignments) or check
+    that the one there has the partition count ``setting`` names: work placement and
+    checkpoint look-ups hash onto that count, so another count would leave sources with
+    no owner or miss checkpoints (a full replay). Raises :class:`ServiceTopicError`."""
+    if ensure_topic(admin, name, partitions, config):
+        return
+    described = admin.list_topics(name, timeout=30).topics.get(name)
+    have = len(described.partitions) if described is not None else partitions
+    if have != partitions:
+        raise ServiceTopicError(
+            f"topic {name} has {have} partitions but {setting} = {partitions}: set "
+            f"{setting} = {have}, or stop every instance and re-create the topic with "
+            f"{partitions} partitions"
+        )

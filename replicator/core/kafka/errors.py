@@ -38,3 +38,7 @@ class DestinationTopicError(BrokerError):
 
 class OwnershipLostError(BrokerError):
     """Another writer fenced this producer: it owns the destination partition now."""
+
+
+class ServiceTopicError(ReplicatorError):
+    """A service topic exists with another partition count than the config says."""
