@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pydantic import SecretStr
@@ -35,9 +39,30 @@ def spark_session(master: str | None, app_name: str, extra: dict[str, str]) -> A
     }
     for key, value in {**defaults, **extra}.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    with _jvm_ignores_termination():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+@contextmanager
+def _jvm_ignores_termination() -> Iterator[None]:
+    """Start the JVM with SIGTERM ignored, as PySpark already starts it with SIGINT ignored.
+
+    A signal to the whole process group (systemd's default stop, container runtimes, a
+    terminal) would otherwise reach the JVM, whose shutdown hook stops the SparkContext
+    under the driver's graceful stop. A JVM started with a signal ignored keeps it ignored;
+    it still exits when the driver does (it watches the gateway's stdin). The driver
+    itself ignores SIGTERM only while the JVM starts (a few seconds); a stop sent then is
+    not seen, and a second one is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal dispositions can only be changed from the main thread
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _reveal(value: Any) -> Any:
