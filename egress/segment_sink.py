@@ -133,6 +133,7 @@ class RangeWriter:
             WrittenSegment(stored.segment_key, records, self._bytes, stored.size)
         )
         self._open = None
+        self._bytes = 0  # a batch may end exactly here: the next one starts a new count
         self._next_start = last + 1
 
     def finish(self) -> WrittenRange:

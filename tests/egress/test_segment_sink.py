@@ -92,3 +92,30 @@ def test_statistics_count_each_batch_once(tmp_path):
     )
     assert stats[("t", 1)].bytes_per_offset == 90.0
     assert stats[("t", 1)].next_offset == 100
+
+
+def test_split_points_depend_on_the_records_not_on_the_batches(local_stack, bucket, unique):
+    """A segment that closes exactly at a batch's end must not leave its byte count to the
+    next segment: the same records in other batches are cut at the same offsets."""
+    from egress.segment_sink import RangeWriter
+    from tests.fixtures.records import plain
+    from tests.fixtures.stack import SOURCE
+
+    store = local_stack.store(SOURCE, bucket)
+    records = plain(12, 0, value_size=96)
+    sizes = record_bytes(records)
+    limit = int(sizes[:4].sum())  # a segment closes with every fourth record
+
+    def cuts(batches: list[pa.RecordBatch], topic: str) -> list[tuple[int, int]]:
+        writer = RangeWriter(store, SOURCE, OffsetRange(topic, 0, 0, 12), limit)
+        for batch in batches:
+            writer.add(batch)
+        return [(s.segment_key.start, s.segment_key.end) for s in writer.finish().segments]
+
+    whole = cuts([records], unique("split"))
+    assert whole == [(0, 3), (4, 7), (8, 11)]
+    # The first batch ends exactly where a segment closes.
+    assert cuts([records.slice(0, 4), records.slice(4)], unique("split")) == whole
+    assert (
+        cuts([records.slice(0, 8), records.slice(8, 1), records.slice(9)], unique("split")) == whole
+    )
