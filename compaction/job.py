@@ -133,7 +133,7 @@ class CompactionJob:
             for cleanup in plan.cleanups:
                 lines.append(
                     f"{topic} partition {partition}: delete {len(cleanup.covered)} segments "
-                    f"covered by {cleanup.covering.s3_key}"
+                    f"covered by {', '.join(c.s3_key for c in cleanup.coverings)}"
                 )
             lines.extend(f"{topic} partition {partition}: skip {s}" for s in plan.skipped)
         return lines or ["nothing to do"]
@@ -149,8 +149,12 @@ class CompactionJob:
             report.skipped += [f"{topic}/{partition}: {s}" for s in plan.skipped]
             merges += [(topic, m) for m in plan.merges]
             if self.compaction.topics[topic].delete:
+                verified: set[str] = set()
                 for cleanup in plan.cleanups:
-                    verify(store, cleanup.covering, store.footer(cleanup.covering).record_count)
+                    for covering in cleanup.coverings:
+                        if covering.s3_key not in verified:
+                            verify(store, covering, store.footer(covering).record_count)
+                            verified.add(covering.s3_key)
                     report.segments_deleted += store.delete_segments(
                         sorted({s.segment_key for s in cleanup.covered})
                     )

@@ -15,6 +15,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+import pyarrow.compute as pc
+
 from compaction.planning import Merge
 from replicator.core.config import Config
 from replicator.core.faults import (
@@ -60,11 +62,18 @@ def run_merge(
     started = time.monotonic()
     store = SegmentStore.for_region(config, region)
     records = 0
+    next_offset = merge.output.start
     with store.writer(merge.output, storage_class=storage_class) as writer:
         for segment in merge.inputs:
+            # An input may start inside the previous one (another split of the same
+            # offsets, see planning): only its offsets after the previous input count.
             for table in store.open(segment).iter_tables():
+                offsets = table.column("offset")
+                if len(table) and offsets[0].as_py() < next_offset:
+                    table = table.filter(pc.greater_equal(offsets, next_offset))
                 writer.write(table)
                 records += table.num_rows
+            next_offset = segment.segment_key.end + 1
             crash_point(COMPACTION_DURING_MERGE)
     crash_point(COMPACTION_AFTER_OUTPUT)
     stored = store.stat(merge.output)

@@ -12,9 +12,15 @@ transactional topics compact like any other.
 Segments already covered by a segment of a higher level are garbage from an interrupted
 run and are deleted once that segment is verified.
 
-"Overlapping no higher segment" is the specified "starting after the end of the highest
-level above max_level" generalized: merges run in parallel, so a crash can leave a later
-range merged and an earlier one not; the earlier one must still be merged.
+Segments may overlap: an egress replay that split a range differently, a changed
+``max_segment_bytes``, a merge interrupted before its clean-up, a level-1 segment next to
+the level-0 versions of part of it. Planning therefore walks the partition as a reader
+does (:func:`replicator.core.segments.selection.next_step`: from the next offset, the
+segment covering it that reaches furthest): that *chain* is what readers use. Chain
+segments within the levels are merged (a merge input that overlaps the previous one
+contributes only its offsets after it); every other segment within the levels that the
+chain covers entirely is redundant and deleted once the chain segments covering it are
+verified. Nothing is stranded, whatever the overlaps.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 
 from replicator.core.config import CompactionTopicConfig
 from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.selection import Gap, ReadNext, next_step
 from replicator.core.segments.store import StoredSegment
 
 
@@ -39,9 +46,10 @@ class Merge:
 
 @dataclass(frozen=True)
 class Cleanup:
-    """Inputs of an earlier run, covered by ``covering``: delete once it is verified."""
+    """Redundant segments (an earlier run's inputs, versions another split left), covered
+    by the chain segments ``coverings``: delete once those are verified."""
 
-    covering: StoredSegment
+    coverings: tuple[StoredSegment, ...]
     covered: tuple[StoredSegment, ...]
 
 
@@ -66,23 +74,10 @@ def plan_partition(
     if output_level <= high:
         raise ValueError(f"output level {output_level} must be above input level {high}")
     plan = PartitionPlan()
-    above = [s for s in segments if s.segment_key.level > high]
-    plan.cleanups = _covered(segments, low, high, above)
-    covered = {c.segment_key for cleanup in plan.cleanups for c in cleanup.covered}
-    candidates = sorted(
-        (
-            s
-            for s in segments
-            if low <= s.segment_key.level <= high
-            and s.segment_key not in covered
-            and not any(
-                h.segment_key.start <= s.segment_key.end
-                and s.segment_key.start <= h.segment_key.end
-                for h in above
-            )
-        ),
-        key=lambda s: (s.segment_key.start, s.segment_key.end),
-    )
+    chain = _chain(segments)
+    in_levels = [s for s in segments if low <= s.segment_key.level <= high]
+    plan.cleanups = _redundant(in_levels, chain, now, rules.min_segment_age)
+    candidates = [s for s in chain if low <= s.segment_key.level <= high]
     young = [s for s in candidates if _age(s, now) < rules.min_segment_age]
     if young:
         plan.skipped.append(f"{len(young)} segments younger than min_segment_age")
@@ -111,14 +106,58 @@ def _age(segment: StoredSegment, now: float) -> float:
     return now - segment.last_modified.timestamp()
 
 
+def _chain(segments: Sequence[StoredSegment]) -> list[StoredSegment]:
+    """The segments a reader uses, in order: from the lowest offset, the one covering the
+    next offset that reaches furthest; past a hole, on from the next segment."""
+    by_key = {s.segment_key: s for s in segments}
+    chain: list[StoredSegment] = []
+    offset = min((k.start for k in by_key), default=0)
+    while True:
+        step = next_step(offset, by_key)
+        if isinstance(step, ReadNext):
+            chain.append(by_key[step.segment])
+            offset = step.segment.end + 1
+        elif isinstance(step, Gap):
+            offset = step.last + 1
+        else:
+            return chain
+
+
+def _redundant(
+    in_levels: list[StoredSegment], chain: list[StoredSegment], now: float, min_age: float
+) -> list[Cleanup]:
+    """Segments within the levels, not in the chain, that the chain covers entirely."""
+    in_chain = {s.segment_key for s in chain}
+    cleanups: dict[tuple[StoredSegment, ...], list[StoredSegment]] = {}
+    for segment in in_levels:
+        key = segment.segment_key
+        if key in in_chain or _age(segment, now) < min_age:
+            continue
+        coverings = tuple(
+            c for c in chain if c.segment_key.start <= key.end and key.start <= c.segment_key.end
+        )
+        if _tiles(coverings, key.start, key.end):
+            cleanups.setdefault(coverings, []).append(segment)
+    return [Cleanup(coverings, tuple(covered)) for coverings, covered in cleanups.items()]
+
+
+def _tiles(coverings: tuple[StoredSegment, ...], start: int, end: int) -> bool:
+    """Whether ``coverings`` (chain order) cover [start, end] with no hole."""
+    reached = start - 1
+    for c in coverings:
+        if c.segment_key.start > reached + 1:
+            return False
+        reached = max(reached, c.segment_key.end)
+    return reached >= end
+
+
 def _runs(candidates: list[StoredSegment]) -> list[list[StoredSegment]]:
-    """Maximal chains of segments whose covered ranges follow each other exactly."""
+    """Maximal runs of chain segments with no hole between them (a segment may start
+    inside the previous one: the merge takes only its offsets after it)."""
     runs: list[list[StoredSegment]] = []
     for segment in candidates:
-        if runs and segment.segment_key.start == runs[-1][-1].segment_key.end + 1:
+        if runs and segment.segment_key.start <= runs[-1][-1].segment_key.end + 1:
             runs[-1].append(segment)
-        elif runs and segment.segment_key.start <= runs[-1][-1].segment_key.end:
-            continue  # overlaps the chain (should not happen within levels): leave it
         else:
             runs.append([segment])
     return runs
@@ -135,21 +174,3 @@ def _cut(run: list[StoredSegment], max_count: int, max_bytes: int) -> list[list[
         groups[-1].append(segment)
         size += segment.size
     return [g for g in groups if g]
-
-
-def _covered(
-    segments: Sequence[StoredSegment], low: int, high: int, above: list[StoredSegment]
-) -> list[Cleanup]:
-    cleanups = []
-    for covering in sorted(above, key=lambda s: (s.segment_key.start, -s.segment_key.end)):
-        inside = tuple(
-            s
-            for s in segments
-            if low <= s.segment_key.level <= high
-            and s.segment_key.level < covering.segment_key.level
-            and covering.segment_key.start <= s.segment_key.start
-            and s.segment_key.end <= covering.segment_key.end
-        )
-        if inside:
-            cleanups.append(Cleanup(covering, inside))
-    return cleanups

@@ -107,3 +107,30 @@ def test_compaction_runs_on_a_standalone_cluster(
         assert [s.level for s in after[partition]] == [1, 1]
         assert records(after[partition]) == records(before[partition])
     assert list((tmp_path / "work").glob("app-*/*/stderr")), "no executor ran on the worker"
+
+
+def test_overlapping_versions_are_merged_once_and_nothing_is_stranded(
+    local_stack, compaction_setup, spark
+):
+    """Two splits of the same offsets side by side (an egress replay that cut differently,
+    a level-1 segment next to level-0 versions of part of it): one run leaves one segment
+    per level with every record once; level 1 -> 2 then consolidates everything."""
+    from replicator.core.segments.key import SegmentKey
+    from tests.fixtures.ingress import segment_batch
+
+    setup = compaction_setup(max_level=0, min_segment_count=2)
+
+    def put(level: int, start: int, end: int) -> None:
+        key = SegmentKey(SOURCE, setup.topic, 0, level, start, end)
+        setup.store.write_segment(key, segment_batch(start, end - start + 1))
+
+    put(1, 0, 9)
+    for start, end in ((0, 4), (5, 14), (5, 9), (15, 24), (25, 34)):
+        put(0, start, end)
+    CompactionJob(setup.config, spark=spark).run_once()
+    after = segments(local_stack, setup)[0]
+    assert [(s.level, s.start, s.end) for s in after] == [(1, 0, 9), (1, 5, 34)]
+    CompactionJob(setup.config, spark=spark, from_level=1, to_level=2).run_once()
+    final = segments(local_stack, setup)[0]
+    assert [(s.level, s.start, s.end) for s in final] == [(2, 0, 34)]
+    assert [r[0] for r in records(final)] == list(range(35))

@@ -101,7 +101,34 @@ def test_segments_before_a_higher_level_segment_are_still_merged():
     assert ranges(plan_partition(segments, rules(), NOW)) == [(1, 0, 39, 4)]
 
 
-def test_segments_partly_overlapping_a_higher_level_are_left_alone():
+def test_segments_partly_overlapping_a_higher_level_are_merged_and_covered_ones_deleted():
+    # 20..29 reaches under the level-1 segment: readers use it (it holds 20..24), so it is
+    # merged with the run before it; 30..39 is covered by the level-1 segment: redundant.
     segments = [*tiles(4), seg(25, 79, level=1)]
     plan = plan_partition(segments, rules(min_segment_count=1), NOW)
-    assert ranges(plan) == [(1, 0, 19, 2)]
+    assert ranges(plan) == [(1, 0, 29, 3)]
+    assert [[c.segment_key.start for c in x.covered] for x in plan.cleanups] == [[30]]
+    assert [c.segment_key.start for c in plan.cleanups[0].coverings] == [25]
+
+
+def test_overlapping_level_0_versions_are_merged_once_and_the_rest_deleted():
+    # An egress replay split 0..9 differently: both versions are in the bucket.
+    segments = [seg(0, 9), seg(0, 4), seg(5, 9), seg(10, 19), seg(20, 29)]
+    plan = plan_partition(segments, rules(), NOW)
+    assert ranges(plan) == [(1, 0, 29, 3)]
+    assert [(c.segment_key.start, c.segment_key.end) for c in plan.merges[0].inputs] == [
+        (0, 9),
+        (10, 19),
+        (20, 29),
+    ]
+    assert sorted(c.segment_key.start for x in plan.cleanups for c in x.covered) == [0, 5]
+
+
+def test_level_0_next_to_a_level_1_version_no_longer_blocks_consolidation():
+    # A level-1 segment of 0..9 next to level-0 segments of another split from 5.
+    segments = [seg(0, 9, level=1), seg(5, 14), seg(15, 24), seg(25, 34)]
+    first = plan_partition(segments, rules(), NOW)
+    assert ranges(first) == [(1, 5, 34, 3)]
+    merged = [seg(0, 9, level=1), seg(5, 34, level=1)]
+    second = plan_partition(merged, rules(min_segment_count=2), NOW, from_level=1, to_level=2)
+    assert ranges(second) == [(2, 0, 34, 2)]
