@@ -7,7 +7,9 @@ config: clients are opened inside it.
 
 Offsets: ``{"offsets": {topic: {partition: next_offset}}, "skipped": {...}}``. ``skipped``
 lists, for the batch that ends at these offsets, partitions whose range was jumped over
-because its records are gone (``on_data_loss = "skip"``): no task reads them.
+because its records are gone (``on_data_loss = "skip"``): no task reads them from Kafka,
+and the range is written as a segment without records, so that ingress sees the lost
+offsets covered instead of waiting for them and halting the partition.
 """
 
 from __future__ import annotations
@@ -100,11 +102,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         finish, skipped = decode(end)
         ranges = []
         for tp in sorted(finish):
-            if tp in skipped:
-                continue
             first = begin.get(tp, finish[tp])
             if finish[tp] > first:
-                ranges.append(OffsetRange(tp[0], tp[1], first, finish[tp]))
+                ranges.append(OffsetRange(tp[0], tp[1], first, finish[tp], lost=tp in skipped))
         groups = assign_tasks([r.end - r.start for r in ranges], self._tasks)
         return [KafkaTask(tuple(ranges[i] for i in group)) for group in groups]
 
@@ -126,6 +126,9 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     egress = required(config, "egress")
     skip_replicated = egress.skip_replicated
     yield range_row(rng)
+    if rng.lost:
+        log.warning("writing the lost %s as a segment without records", rng)
+        return
     consumer = Consumer(
         client_config(
             config.region(egress.region).kafka,

@@ -42,6 +42,10 @@ class OffsetRange:
     partition: int
     start: int
     end: int
+    lost: bool = False
+    """Offsets the source no longer holds (a loss skipped with ``on_data_loss = "skip"``):
+    not read, written as a segment without records, so that readers see the range covered
+    and go on instead of waiting for a segment that can never come."""
 
     @property
     def count(self) -> int:
