@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from replicator.core.units import format_size
 from replicator.restore.planning import PartitionPlan
 from replicator.restore.task import PartitionResult
 
@@ -33,7 +34,7 @@ def describe(topics: list[TopicPlan], until_ms: int | None) -> list[str]:
             stored = ", ".join(f"{n} {c}" for c, n in sorted(classes.items())) or "none"
             line = (
                 f"  partition {plan.partition}: offsets {plan.start}..{plan.end - 1} "
-                f"({len(plan.segments)} segments, {_size(plan.bytes)}; {stored})"
+                f"({len(plan.segments)} segments, {format_size(plan.bytes)}; {stored})"
             )
             if plan.start >= plan.end:
                 line = f"  partition {plan.partition}: nothing in the archive"
@@ -62,7 +63,7 @@ def progress_line(
     bar = "#" * filled + "." * (20 - filled)
     text = (
         f"{topic} [{bar}] {share:4.0%} offsets {done:,}/{planned:,} "
-        f"(~{_size(int(planned_bytes * share))} of {_size(planned_bytes)})"
+        f"(~{format_size(int(planned_bytes * share))} of {format_size(planned_bytes)})"
     )
     return text + (f" ETA {eta:.0f}s" if eta is not None else "")
 
@@ -95,7 +96,7 @@ def render(results: list[PartitionResult], seconds: float) -> str:
                 topic,
                 f"{len(mine) - len(bad)}/{len(mine)} complete",
                 f"{sum(r.records for r in mine):,}",
-                _size(sum(r.bytes for r in mine)),
+                format_size(sum(r.bytes for r in mine)),
                 _num(
                     min(
                         (r.first_offset for r in firsts if r.first_offset is not None), default=None
@@ -136,12 +137,3 @@ def _stamp(ms: int | None) -> str:
 
 def _time(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")

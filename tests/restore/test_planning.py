@@ -68,4 +68,4 @@ def test_until_without_a_zone_or_unparseable_is_refused(text):
 def test_progress_line_shows_share_bytes_and_eta():
     line = progress_line("orders", 250, 1000, 4 * 1024**2, 30.0)
     assert "[#####...............]  25%" in line
-    assert "offsets 250/1,000 (~1.0 MiB of 4.0 MiB) ETA 30s" in line
+    assert "offsets 250/1,000 (~1.0MiB of 4.0MiB) ETA 30s" in line
