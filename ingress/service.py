@@ -24,7 +24,7 @@ from ingress.segment_events import SegmentEvent
 from ingress.sources import concrete_sources
 from ingress.sqs_bridge import SqsBridge
 from ingress.worker import ExportStart, PartitionWorker
-from replicator.core.aws.errors import ObjectNotFoundError, StorageError
+from replicator.core.aws.errors import StorageError
 from replicator.core.config import Config, IngressSource, key_path, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.filters import FilterChain, load_chain
@@ -36,8 +36,8 @@ from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.topics import prepare_destination, sync_configs
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.malloc import limit_malloc_arenas
-from replicator.core.segments.descriptor import export_starts
-from replicator.core.segments.key import topic_descriptor_s3_key
+from replicator.core.segments.descriptor import read_descriptor
+from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.store import SegmentStore
 from replicator.core.signals import stop_on_signals
 from replicator.core.workers import WorkerPool
@@ -105,27 +105,21 @@ class IngressService:
                 {"cleanup.policy": "compact"},
             )
             for source in self._resolve_sources():
-                self._prepare_destination(admin, source)
+                try:
+                    self._prepare_destination(admin, source)
+                except DescriptorError as exc:  # the other sources go on; refreshes retry
+                    log.error("%s/%s is not replayed: %s", source.region, source.topic, exc)
         except KafkaException as exc:
             raise BrokerError.from_kafka(
                 f"Kafka of region {self.region} unreachable", exc.args[0]
             ) from None
 
-    def _descriptor(self, source: IngressSource) -> dict[str, Any] | None:
-        key = topic_descriptor_s3_key(self.config.s3.prefix, source.region, source.topic)
-        try:
-            data = self.store.get_json(key)
-        except ObjectNotFoundError:
-            return None
-        return data if isinstance(data, dict) else None
-
     def _prepare_destination(self, admin: AdminClient, source: IngressSource) -> bool:
         """Create, grow or check ``source``'s destination topic and let its configs follow
         the source's; True when the source has partitions not known before."""
-        descriptor = self._descriptor(source)
+        descriptor = read_descriptor(self.store, source.region, source.topic)
         if descriptor is not None:
-            partitions = int(descriptor["partitions"])
-            configs = {k: str(v) for k, v in descriptor.get("configs", {}).items()}
+            partitions, configs = descriptor.partitions, descriptor.configs
         else:
             listed = self.store.list_partitions(source.region, source.topic)
             partitions = max(listed) + 1 if listed else 0
@@ -311,14 +305,13 @@ class IngressService:
 
     def _export_start(self, key: SourcePartition) -> ExportStart:
         try:
-            descriptor = self._descriptor(self.ingress.source(key.origin, key.topic))
-        except StorageError as exc:
+            descriptor = read_descriptor(self.store, key.origin, key.topic)
+        except ReplicatorError as exc:  # unreadable: wait, saying why
             log.warning("cannot read the topic descriptor of %s/%s: %s", key.origin, key.topic, exc)
             return ExportStart(True, None)
-        starts = export_starts(descriptor)
-        if starts is None:
+        if descriptor is None or descriptor.export_start is None:
             return ExportStart(False, None)
-        return ExportStart(True, starts.get(key.partition))
+        return ExportStart(True, descriptor.export_start.get(key.partition))
 
     def _writer(self, target: WriteTarget) -> PartitionWriter:
         return PartitionWriter(

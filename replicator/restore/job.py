@@ -21,7 +21,6 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from replicator.core.aws.errors import ObjectNotFoundError
 from replicator.core.config import Config
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.groups.destination import OffsetTranslator
@@ -33,8 +32,8 @@ from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.tail import tail_reader
 from replicator.core.kafka.topics import prepare_destination
-from replicator.core.segments.descriptor import export_starts
-from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
+from replicator.core.segments.descriptor import read_descriptor
+from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import SegmentStore, StoredSegment
 from replicator.core.spark import config_to_json, spark_session
 from replicator.restore.errors import ArchivedSegmentsError, RestoreError
@@ -137,17 +136,15 @@ class RestoreJob:
         plans = []
         for topic in self.request.topics:
             region = self._from[topic]
-            descriptor = self._descriptor(region, topic)
+            descriptor = read_descriptor(self.store, region, topic)
             listed = self.store.list_partitions(region, topic)
-            count = (
-                int(descriptor["partitions"]) if descriptor else (max(listed) + 1 if listed else 0)
-            )
+            count = descriptor.partitions if descriptor else (max(listed) + 1 if listed else 0)
             if count == 0:
                 raise RestoreError(
                     f"nothing of {region}/{topic} in bucket {self.store.bucket} "
                     f"(prefix {self.config.s3.prefix!r})"
                 )
-            starts = export_starts(descriptor) or {}
+            starts = (descriptor.export_start if descriptor else None) or {}
             wanted = (
                 self.request.partitions if self.request.partitions is not None else range(count)
             )
@@ -155,7 +152,7 @@ class RestoreJob:
                 topic,
                 self.request.into_topic or topic,
                 count,
-                {k: str(v) for k, v in (descriptor or {}).get("configs", {}).items()},
+                descriptor.configs if descriptor else {},
             )
             for partition in wanted:
                 if partition >= count:
@@ -166,14 +163,6 @@ class RestoreJob:
                 )
             plans.append(topic_plan)
         return plans
-
-    def _descriptor(self, region: str, topic: str) -> dict[str, Any] | None:
-        key = topic_descriptor_s3_key(self.config.s3.prefix, region, topic)
-        try:
-            data = self.store.get_json(key)
-        except ObjectNotFoundError:
-            return None
-        return data if isinstance(data, dict) else None
 
     def preview_cuts(self, plans: list[TopicPlan]) -> None:
         """``--plan --until``: the offset each partition would be cut at, found from

@@ -97,3 +97,35 @@ def test_an_s3_key_with_a_trailing_newline_is_not_another_segment():
     for forged in (s3_key + "\n", s3_key.replace("/0/0/", "/0\n/0/")):
         with pytest.raises(SegmentKeyError):
             SegmentKey.from_s3_key(forged, "data")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "not a JSON object"),
+        ({"partitions": "many"}, "'partitions' is 'many'"),
+        ({"partitions": 0}, "'partitions' is 0"),
+        ({"partitions": True}, "'partitions' is True"),
+        ({"partitions": 10**9}, "not a partition count"),
+        ({"partitions": 2, "configs": ["x"]}, "'configs' is not a table"),
+        ({"partitions": 2, "configs": {"a": {"b": 1}}}, "'configs' is not a table"),
+    ],
+)
+def test_unusable_descriptors_are_named_with_their_key(data, message):
+    from replicator.core.segments.descriptor import parse_descriptor
+    from replicator.core.segments.errors import DescriptorError
+
+    with pytest.raises(DescriptorError, match=r"data/r/t/_topic\.json") as raised:
+        parse_descriptor(data, "data/r/t/_topic.json")
+    assert message in str(raised.value)
+
+
+def test_a_descriptor_round_trips_with_its_export_starts():
+    from replicator.core.segments.descriptor import describe, parse_descriptor
+
+    parsed = parse_descriptor(describe("t", 3, {"retention.ms": "5"}, "r", {0: 7}), "k")
+    assert (parsed.partitions, parsed.configs, parsed.export_start) == (
+        3,
+        {"retention.ms": "5"},
+        {0: 7},
+    )

@@ -6,9 +6,14 @@ destination topic alike and to know where each partition's export started.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.kafka.topics import copied_configs
+from replicator.core.segments.errors import DescriptorError
+from replicator.core.segments.key import topic_descriptor_s3_key
+from replicator.core.segments.store import SegmentStore
 
 DESCRIPTOR_VERSION = 1
 
@@ -40,3 +45,51 @@ def export_starts(descriptor: Any) -> dict[int, int] | None:
         for p, o in descriptor["export_start"].items()
         if isinstance(p, str) and p.isdigit() and isinstance(o, int) and o >= 0
     }
+
+
+MAX_PARTITIONS = 100_000
+"""Far above any real topic: a larger count is a damaged or hostile descriptor."""
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    partitions: int
+    configs: dict[str, str]
+    export_start: dict[int, int] | None
+
+
+def parse_descriptor(data: Any, where: str) -> Descriptor:
+    """Validate a descriptor's parsed JSON; ``where`` (its S3 key) names it in errors."""
+    if not isinstance(data, dict):
+        raise DescriptorError(f"topic descriptor {where}: not a JSON object")
+    partitions = data.get("partitions")
+    if (
+        isinstance(partitions, bool)
+        or not isinstance(partitions, int)
+        or not 0 < partitions <= MAX_PARTITIONS
+    ):
+        raise DescriptorError(
+            f"topic descriptor {where}: 'partitions' is {partitions!r}, not a partition count "
+            f"(1..{MAX_PARTITIONS})"
+        )
+    configs = data.get("configs", {})
+    if not isinstance(configs, dict) or not all(
+        isinstance(k, str) and isinstance(v, (str, int, float, bool)) for k, v in configs.items()
+    ):
+        raise DescriptorError(f"topic descriptor {where}: 'configs' is not a table of values")
+    return Descriptor(partitions, {k: str(v) for k, v in configs.items()}, export_starts(data))
+
+
+def read_descriptor(store: SegmentStore, region: str, topic: str) -> Descriptor | None:
+    """``region``/``topic``'s descriptor in ``store``'s bucket (None: there is none yet).
+    Raises :class:`DescriptorError` for one that is there but unusable."""
+    key = topic_descriptor_s3_key(store.prefix, region, topic)
+    try:
+        data = store.get_json(key)
+    except ObjectNotFoundError:
+        return None
+    except StorageError as exc:
+        if "not valid JSON" in str(exc):
+            raise DescriptorError(f"topic descriptor {key}: not valid JSON") from None
+        raise
+    return parse_descriptor(data, key)

@@ -27,3 +27,8 @@ class CorruptSegmentError(SegmentError):
 class SegmentMismatchError(SegmentError):
     """The segment is readable but its footer disagrees with its key or its content
     (wrong topic, range or level, record count, or checksum)."""
+
+
+class DescriptorError(ReplicatorError):
+    """A topic descriptor (``_topic.json``) that cannot be used; the message names its S3
+    object key and the field."""
