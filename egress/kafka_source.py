@@ -41,11 +41,14 @@ from replicator.core.config import Config, required
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.errors import BrokerError
+from replicator.core.logs import partition_fields
 
 log = logging.getLogger(__name__)
 
 SOURCE_NAME = "replicator_kafka"
 READ_BATCH = 10_000
+LOSS_CHECK_AFTER = 10.0
+"""Seconds without progress inside a range before the log's bounds are checked."""
 STALL_TIMEOUT = 120.0
 """A read that makes no progress for this long fails its task (and Spark retries it)."""
 
@@ -155,7 +158,13 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
             for message in consumer.consume(num_messages=wanted, timeout=1.0):
                 error = message.error()
                 if error is not None:
-                    position = _handle_read_error(error, message, rng, position)
+                    try:
+                        position = _handle_read_error(error, message, rng, position)
+                    except DataLossError as exc:
+                        if egress.on_data_loss != "skip":
+                            raise
+                        position = _skip_loss(consumer, egress.region, rng, position, exc)
+                        break
                     continue
                 offset = message.offset()
                 if offset is None:  # only error events lack an offset
@@ -171,13 +180,73 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 last_progress = time.monotonic()
             if records:
                 yield messages_to_rows(records)
-            elif time.monotonic() - last_progress > STALL_TIMEOUT:
+            elif time.monotonic() - last_progress > LOSS_CHECK_AFTER and position < rng.end:
+                # Brokers that do not answer a fetch beyond the log end with
+                # OFFSET_OUT_OF_RANGE (the local one does not) leave a truncated log
+                # looking like a quiet one: compare with the log's bounds.
+                try:
+                    _check_bounds(consumer, rng, position)
+                except DataLossError as exc:
+                    if egress.on_data_loss != "skip":
+                        raise
+                    position = _skip_loss(consumer, egress.region, rng, position, exc)
+                    last_progress = time.monotonic()
+                    continue
+            if not records and time.monotonic() - last_progress > STALL_TIMEOUT:
                 raise BrokerError(
                     f"reading {rng.topic} partition {rng.partition}: no progress at offset "
                     f"{position} for {STALL_TIMEOUT:.0f}s (planned {rng})"
                 )
     finally:
         consumer.close()
+
+
+def _check_bounds(consumer: Consumer, rng: OffsetRange, position: int) -> None:
+    """Raise :class:`DataLossError` if ``position`` is outside the partition's log."""
+    log_start, log_end = consumer.get_watermark_offsets(
+        TopicPartition(rng.topic, rng.partition), timeout=30
+    )
+    if position < log_start or position >= log_end:
+        raise DataLossError(
+            rng.topic,
+            rng.partition,
+            position,
+            rng.last,
+            f"data loss: {rng.topic} partition {rng.partition} no longer holds offset "
+            f"{position} (planned {rng}; the log now spans {log_start}..{log_end - 1})",
+        )
+
+
+def resume_after_loss(rng: OffsetRange, position: int, log_start: int, log_end: int) -> int:
+    """Where reading a planned range goes on when ``position`` is gone from the log:
+    the log start when retention removed the range's beginning, else the range end (the
+    log was truncated below it). Pure."""
+    if position < log_start:
+        return min(log_start, rng.end)
+    return rng.end
+
+
+def _skip_loss(
+    consumer: Consumer, region: str, rng: OffsetRange, position: int, loss: DataLossError
+) -> int:
+    """``on_data_loss = "skip"``: the planned range lost records between planning and
+    reading. Go on from what the log still holds (the segment covers the lost offsets
+    without records), so the batch completes instead of failing on every replay."""
+    tp = TopicPartition(rng.topic, rng.partition)
+    log_start, log_end = consumer.get_watermark_offsets(tp, timeout=30)
+    resume = resume_after_loss(rng, position, log_start, log_end)
+    log.error(
+        "DATA LOSS while reading %s: offsets %d..%d are gone (%s); on_data_loss=skip: "
+        "they are covered without records",
+        rng,
+        position,
+        resume - 1,
+        loss,
+        extra=partition_fields(region, rng.topic, rng.partition, start=position, end=resume - 1),
+    )
+    if resume < rng.end:
+        consumer.assign([TopicPartition(rng.topic, rng.partition, resume)])
+    return resume
 
 
 def _handle_read_error(error: Any, message: Any, rng: OffsetRange, position: int) -> int:

@@ -8,11 +8,16 @@ partition as skipped."""
 
 from __future__ import annotations
 
-from egress.kafka_source import KafkaStreamReader, encode, read_range
+import pytest
+from confluent_kafka import Producer
+
+from egress.errors import DataLossError
+from egress.kafka_source import KafkaStreamReader, encode, read_range, resume_after_loss
 from egress.planning import OffsetRange
 from egress.segment_sink import write_ranges
 from egress.spark_options import CONFIG_OPTION, config_to_option
 from replicator.core.segments.selection import CaughtUp, ReadNext, next_step
+from tests.fixtures.egress import create_topic, finish_bursts
 from tests.fixtures.stack import SOURCE
 
 
@@ -42,3 +47,38 @@ def test_a_skipped_loss_is_a_range_that_is_not_read_and_becomes_an_empty_segment
     keys = [s.segment_key for s in segments]
     assert next_step(100, keys) == ReadNext(keys[0])
     assert isinstance(next_step(250, keys), CaughtUp)
+
+
+@pytest.mark.parametrize("policy", ["skip", "fail"])
+def test_a_planned_range_gone_before_it_is_read_completes_with_skip(
+    local_stack, egress_config, unique, policy
+):
+    """The log was truncated below a planned range between planning and reading (a topic
+    re-created shorter; retention removing a range's start is the same error). With
+    ``skip`` the task completes — the range is covered without records — so the batch is
+    not failed again on every replay; with ``fail`` it stops, as the policy says."""
+    topic = unique("truncated")
+    create_topic(local_stack, topic, 1)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    for i in range(10):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+    finish_bursts(producer, topic, [0])
+    config, _ = egress_config({topic: {}}, on_data_loss=policy)
+    planned = OffsetRange(topic, 0, 50, 60)
+    if policy == "fail":
+        with pytest.raises(DataLossError, match="no longer holds offset 50"):
+            list(read_range(config, planned))
+        return
+    batches = list(read_range(config, planned))
+    assert [b.num_rows for b in batches] == [1]  # the range row: nothing to read
+    written = write_ranges(config, iter(batches))
+    assert [(s.segment_key.start, s.segment_key.end, s.records) for s in written[0].segments] == [
+        (50, 59, 0)
+    ]
+
+
+def test_resuming_after_a_loss_goes_to_the_log_start_or_the_range_end():
+    planned = OffsetRange("t", 0, 100, 200)
+    assert resume_after_loss(planned, 100, 150, 300) == 150  # retention took 100..149
+    assert resume_after_loss(planned, 100, 250, 300) == 200  # all of it
+    assert resume_after_loss(planned, 120, 0, 110) == 200  # truncated below the range
