@@ -165,3 +165,11 @@ def test_missing_bucket_is_an_error_naming_the_bucket(local_stack, unique):
         store.list_segments(SOURCE, "t", 0)
     with pytest.raises(StorageError, match=r"s3://missing-"):
         store.write_segment(SegmentKey(SOURCE, "t", 0, 0, 0, 9), plain(10))
+
+
+def test_a_json_object_over_the_cap_is_refused_before_it_is_read(local_stack, bucket):
+    store = local_stack.store(SOURCE, bucket)
+    store.put_json("data/r/t/_topic.json", {"partitions": 1, "pad": "x" * 2000})
+    assert store.get_json("data/r/t/_topic.json")["partitions"] == 1
+    with pytest.raises(StorageError, match=r"data/r/t/_topic\.json.*over the 1000 allowed"):
+        store.get_json("data/r/t/_topic.json", max_bytes=1000)

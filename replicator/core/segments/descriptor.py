@@ -89,7 +89,7 @@ def read_descriptor(store: SegmentStore, region: str, topic: str) -> Descriptor 
     except ObjectNotFoundError:
         return None
     except StorageError as exc:
-        if "not valid JSON" in str(exc):
-            raise DescriptorError(f"topic descriptor {key}: not valid JSON") from None
+        if exc.operation in ("parse", "size"):  # the object is there but unusable
+            raise DescriptorError(f"topic descriptor {exc}") from None
         raise
     return parse_descriptor(data, key)

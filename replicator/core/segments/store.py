@@ -51,6 +51,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+MAX_JSON_BYTES = 16 * 1024**2
+"""The largest JSON object the replicator reads from a bucket (descriptors, offsets)."""
+
+
 @dataclass(frozen=True)
 class StoredSegment:
     """A segment as listed in the bucket."""
@@ -367,9 +371,19 @@ class SegmentStore:
                 **self._sse,  # type: ignore[arg-type]
             )
 
-    def get_json(self, s3_key: str) -> Any:
+    def get_json(self, s3_key: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
+        """A small JSON object (descriptor, group offsets). One larger than ``max_bytes``
+        is refused before it is read: a damaged or hostile object must not exhaust
+        memory."""
         with s3_errors("get", self.bucket, s3_key):
-            body = self.client.get_object(Bucket=self.bucket, Key=s3_key)["Body"].read()
+            response = self.client.get_object(Bucket=self.bucket, Key=s3_key)
+            size = int(response.get("ContentLength", 0))
+            if size > max_bytes:
+                response["Body"].close()
+                raise StorageError(
+                    "size", self.bucket, s3_key, f"{size} bytes, over the {max_bytes} allowed"
+                )
+            body = response["Body"].read(max_bytes + 1)
         try:
             return json.loads(body)
         except ValueError as exc:
