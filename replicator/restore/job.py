@@ -107,6 +107,8 @@ class RestoreJob:
             self._checkpoint_partitions = config.relay.checkpoint_partitions
             self._checkpoint_setting = "relay.checkpoint_partitions"
         self.groups_moved: dict[str, int | None] = {}
+        self._config_json = config_to_json(config)
+        """What every task gets (secrets resolved): built once, not once per task."""
         self.tasks_seconds = 0.0
         """From the first task submitted to the last result (Spark start-up excluded)."""
         self.kafka = client_config(config.region(self.into_region).kafka)
@@ -290,10 +292,6 @@ class RestoreJob:
             self._checkpoint_topic,
             self._checkpoint_partitions,
         )
-
-    @property
-    def _config_json(self) -> str:
-        return config_to_json(self.config)
 
     # -- running -------------------------------------------------------------------------
 
