@@ -78,6 +78,12 @@ class IngressMetrics:
             ["region"],
             registry=r,
         )
+        self.sqs_reader_restarts = Counter(
+            "replicator_ingress_sqs_reader_restarts",
+            "Times the SQS notification reader died and was started again",
+            ["region"],
+            registry=r,
+        )
         self.events_invalid = Counter(
             "replicator_ingress_events_invalid",
             "Records on the segment-events topic that are not events (skipped)",

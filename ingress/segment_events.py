@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Container
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import unquote_plus
 
 from replicator.core.kafka.provenance import SourcePartition
@@ -22,6 +22,8 @@ from replicator.core.segments.key import SegmentKey
 
 MAX_EVENT_BYTES = 64 * 1024
 """An event names one S3 key: anything longer is not one."""
+MAX_NOTIFICATION_BYTES = 1024 * 1024
+"""SQS's own limit on a message body: anything longer did not come from S3."""
 CREATED: Literal["created"] = "created"
 REMOVED: Literal["removed"] = "removed"
 
@@ -47,14 +49,7 @@ class SegmentEvent:
         tombstone, another JSON value, a field of the wrong type, text too deep)."""
         if raw is None:
             raise ValueError("a tombstone, not an event")
-        if len(raw) > MAX_EVENT_BYTES:
-            raise ValueError(f"{len(raw)} bytes, more than an event's {MAX_EVENT_BYTES}")
-        try:
-            data = json.loads(raw)
-        except RecursionError:
-            raise ValueError("JSON nested too deep") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+        data = _json_object(raw, MAX_EVENT_BYTES)
         kind, s3_key = data.get("kind"), data.get("key")
         size, event_time = data.get("size", 0), data.get("event_time", "")
         if kind not in (CREATED, REMOVED):
@@ -84,12 +79,11 @@ def parse_notification(
 ) -> ParsedNotification:
     """Parse one SQS message body of S3 notifications.
 
-    Raises ``ValueError`` when the body is not an S3 notification at all: such a message
-    must not be deleted (it goes to the dead-letter queue after its retries).
+    Raises ``ValueError`` saying why when the body is not an S3 notification — not JSON, too
+    large, nested too deep, or any record of the wrong shape: such a message must not be
+    deleted (it goes to the dead-letter queue after its retries). Nothing else escapes.
     """
-    data = json.loads(body)
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
+    data = _json_object(body, MAX_NOTIFICATION_BYTES)
     if data.get("Event") == "s3:TestEvent":
         return ParsedNotification([], ["s3:TestEvent"])
     records = data.get("Records")
@@ -97,27 +91,62 @@ def parse_notification(
         raise ValueError("no Records list")
     events: list[tuple[SourcePartition, SegmentEvent]] = []
     ignored: list[str] = []
-    for record in records:
-        name = str(record.get("eventName", ""))
-        if name.startswith("ObjectCreated:"):
-            kind: Literal["created", "removed"] = CREATED
-        elif name.startswith("ObjectRemoved:"):
-            kind = REMOVED
+    for index, record in enumerate(records):
+        parsed = _parse_record(record, f"Records[{index}]", prefix, sources)
+        if isinstance(parsed, str):
+            ignored.append(parsed)
         else:
-            ignored.append(f"event {name!r}")
-            continue
-        obj = record.get("s3", {}).get("object", {})
-        key = unquote_plus(str(obj.get("key", "")))
-        try:
-            segment = SegmentKey.from_s3_key(key, prefix)
-        except SegmentKeyError:
-            ignored.append(f"not a segment key: {key}")
-            continue
-        if (segment.region, segment.topic) not in sources:
-            ignored.append(f"not a configured source: {key}")
-            continue
-        event = SegmentEvent(
-            kind, key, int(obj.get("size", 0) or 0), str(record.get("eventTime", ""))
-        )
-        events.append((SourcePartition(segment.region, segment.topic, segment.partition), event))
+            events.append(parsed)
     return ParsedNotification(events, ignored)
+
+
+def _json_object(text: str | bytes, max_bytes: int) -> dict[str, Any]:
+    if len(text) > max_bytes:
+        raise ValueError(f"{len(text)} bytes, more than the {max_bytes} allowed")
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _parse_record(
+    record: object, where: str, prefix: str, sources: Container[tuple[str, str]]
+) -> tuple[SourcePartition, SegmentEvent] | str:
+    """One S3 event record: the event, or why it is ignored (a string); ``ValueError``
+    for a record of the wrong shape."""
+    if not isinstance(record, dict):
+        raise ValueError(f"{where} is a JSON {type(record).__name__}, not an object")
+    name = record.get("eventName", "")
+    if not isinstance(name, str):
+        raise ValueError(f"{where}.eventName is not a string")
+    if name.startswith("ObjectCreated:"):
+        kind: Literal["created", "removed"] = CREATED
+    elif name.startswith("ObjectRemoved:"):
+        kind = REMOVED
+    else:
+        return f"event {name!r}"
+    s3 = record.get("s3")
+    obj = s3.get("object") if isinstance(s3, dict) else None
+    if not isinstance(obj, dict):
+        raise ValueError(f"{where}.s3.object is not an object")
+    raw_key, size, event_time = obj.get("key"), obj.get("size", 0), record.get("eventTime", "")
+    if not isinstance(raw_key, str):
+        raise ValueError(f"{where}.s3.object.key is not a string")
+    if size is None:
+        size = 0
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        raise ValueError(f"{where}.s3.object.size is not a non-negative integer")
+    if not isinstance(event_time, str):
+        raise ValueError(f"{where}.eventTime is not a string")
+    key = unquote_plus(raw_key)
+    try:
+        segment = SegmentKey.from_s3_key(key, prefix)
+    except SegmentKeyError:
+        return f"not a segment key: {key}"
+    if (segment.region, segment.topic) not in sources:
+        return f"not a configured source: {key}"
+    source = SourcePartition(segment.region, segment.topic, segment.partition)
+    return source, SegmentEvent(kind, key, size, event_time)

@@ -240,6 +240,7 @@ class IngressService:
                 if message is not None:
                     self._dispatch(message)
                 self.workers.supervise()
+                bridge = self._supervise_bridge(bridge)
                 if time.monotonic() >= next_refresh:
                     next_refresh = time.monotonic() + self.ingress.descriptor_interval
                     self._refresh_topics()
@@ -255,6 +256,17 @@ class IngressService:
             bridge.join(10)
             self.metrics.close()
         return halted
+
+    def _supervise_bridge(self, bridge: SqsBridge) -> SqsBridge:
+        """A notification reader that died (whatever killed it) is replaced and reported:
+        without it, segments arrive only with the periodic re-listing."""
+        if bridge.is_alive() or self._stop.is_set():
+            return bridge
+        self.metrics.sqs_reader_restarts.labels(self.region).inc()
+        log.error("the SQS notification reader stopped (%s); starting a new one", bridge.failure)
+        replacement = SqsBridge(self.config, self.kafka, self.metrics)
+        replacement.start()
+        return replacement
 
     def _finished(self) -> bool:
         if not self._assigned_once.is_set():

@@ -41,11 +41,22 @@ class SqsBridge(threading.Thread):
         self._queue_url: str | None = None
         self._stopping = threading.Event()
         self.healthy = threading.Event()
+        self.failure: BaseException | None = None
+        """What ended the thread, if not a stop request (its supervisor starts another)."""
 
     def stop(self) -> None:
         self._stopping.set()
 
     def run(self) -> None:
+        try:
+            self._pump()
+        except Exception as exc:  # reported; the service starts a new reader
+            self.failure = exc
+            log.exception("the SQS notification reader died")
+        finally:
+            self._producer.flush(10)
+
+    def _pump(self) -> None:
         backoff = 1.0
         while not self._stopping.is_set():
             try:
@@ -64,7 +75,6 @@ class SqsBridge(threading.Thread):
             except BufferError as exc:
                 log.warning("segment-events producer queue full: %s", exc)
                 self._stopping.wait(backoff)
-        self._producer.flush(10)
 
     def _url(self) -> str:
         if self._queue_url is None:
@@ -88,8 +98,10 @@ class SqsBridge(threading.Thread):
         done: list[Any] = []
         for message in messages:
             try:
-                parsed = parse_notification(message["Body"], self.config.s3.prefix, self._sources)
-            except (ValueError, KeyError, TypeError) as exc:
+                parsed = parse_notification(
+                    message.get("Body", ""), self.config.s3.prefix, self._sources
+                )
+            except ValueError as exc:
                 self.metrics.sqs_invalid.labels(self.region).inc()
                 log.warning(
                     "SQS message %s is not an S3 notification (%s); leaving it for "
