@@ -4,8 +4,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from replicator.core.segments.errors import CorruptSegmentError, SegmentMismatchError
+from replicator.core.segments import format as format_module
+from replicator.core.segments.errors import CorruptSegmentError, SegmentError, SegmentMismatchError
 from replicator.core.segments.format import (
+    DICTIONARY_COLUMNS,
     FOOTER_KEY,
     SCHEMA,
     SegmentFooter,
@@ -14,6 +16,7 @@ from replicator.core.segments.format import (
     content_checksum,
 )
 from replicator.core.segments.key import SegmentKey
+from tests.fixtures.hostile import HOSTILE, dictionary_bomb
 from tests.fixtures.records import every_shape, plain, to_batch
 
 KEY = SegmentKey("us-east-1", "sensor.events", 2, 0, 100, 199)
@@ -142,7 +145,7 @@ def _rewrite_with(data: bytes, table: pa.Table | None = None, footer: bytes | No
         meta[FOOTER_KEY] = footer
     table = (table if table is not None else original.read()).replace_schema_metadata(meta)
     out = io.BytesIO()
-    pq.write_table(table, out, compression="zstd")
+    pq.write_table(table, out, compression="zstd", use_dictionary=sorted(DICTIONARY_COLUMNS))
     return out.getvalue()
 
 
@@ -202,3 +205,37 @@ def test_damaged_page_is_detected():
     damaged[middle : middle + 16] = b"\xa5" * 16
     with pytest.raises((CorruptSegmentError, SegmentMismatchError), match="s3://b/k"):
         read(bytes(damaged))
+
+
+HOSTILE_KEY = SegmentKey("us-east-1", "sensor.events", 2, 0, 100, 109)
+
+
+@pytest.mark.parametrize("what", sorted(HOSTILE))
+def test_a_hostile_file_is_refused_as_a_segment_error_naming_it(what):
+    data = HOSTILE[what](HOSTILE_KEY)
+    with pytest.raises(SegmentError, match=r"^segment s3://b/k: ") as raised:
+        read(data, key=HOSTILE_KEY)
+    assert isinstance(raised.value, (CorruptSegmentError, SegmentMismatchError))
+
+
+def test_the_dictionary_bomb_is_small_and_refused_before_decoding():
+    data = dictionary_bomb(HOSTILE_KEY, copies=100_000)  # 100 GiB decoded
+    assert len(data) < 1024**2
+    with pytest.raises(SegmentMismatchError, match="column value is dictionary-encoded"):
+        read(data, key=HOSTILE_KEY)
+
+
+def test_declared_sizes_over_the_caps_are_refused_before_decoding(monkeypatch):
+    data, _ = write(KEY, plain(50, start=100))
+    monkeypatch.setattr(format_module, "MAX_ROW_GROUP_ROWS", 49)
+    with pytest.raises(SegmentMismatchError, match="row group 0 declares 50 rows"):
+        read(data)
+    monkeypatch.setattr(format_module, "MAX_ROW_GROUP_ROWS", 50)
+    monkeypatch.setattr(format_module, "MAX_ROW_GROUP_BYTES", 100)
+    with pytest.raises(SegmentMismatchError, match=r"row group 0 declares \d+ bytes decoded"):
+        read(data)
+
+
+def test_a_segment_file_written_by_the_writer_passes_every_check():
+    data, _ = write(KEY, to_batch(every_shape(start=100, step=3)))
+    assert read(data).num_rows == 10

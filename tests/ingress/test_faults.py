@@ -8,6 +8,7 @@ import threading
 import time
 
 from ingress.service import IngressService
+from tests.fixtures.hostile import HOSTILE
 from tests.fixtures.ingress import provenance_offsets, segment_batch
 from tests.fixtures.stack import DESTINATION
 
@@ -129,6 +130,38 @@ def test_a_corrupt_segment_halts_its_partition_naming_the_key(local_stack, ingre
     assert any(s3_key in r.getMessage() and "halted" in r.getMessage() for r in caplog.records)
     assert provenance_offsets(local_stack, setup, 0) == list(range(10))
     assert provenance_offsets(local_stack, setup, 1) == list(range(20))
+
+
+def test_hostile_segments_halt_only_their_partitions_naming_key_and_reason(
+    local_stack, ingress_setup, caplog
+):
+    """One partition per kind of hostile file (after a good segment), one good partition:
+    each hostile one halts with its key and reason, recorded in the halted metric, instead
+    of failing its worker over and over."""
+    setup = ingress_setup()
+    kinds = sorted(HOSTILE)
+    setup.put_descriptor(len(kinds) + 1)
+    for partition in range(len(kinds) + 1):
+        setup.put_segment(partition, 0, 9, segment_batch(0, 10))
+    good = len(kinds)
+    setup.put_segment(good, 10, 19, segment_batch(10, 10))
+    hostile_keys = {}
+    for partition, kind in enumerate(kinds):
+        key = setup.put_segment(partition, 10, 19, segment_batch(10, 10))
+        hostile_keys[partition] = key.to_s3_key("data")
+        local_stack.s3().put_object(
+            Bucket=setup.store.bucket, Key=hostile_keys[partition], Body=HOSTILE[kind](key)
+        )
+    with caplog.at_level(logging.ERROR):
+        service, code = run_to_end(setup)
+    assert code == 1
+    halts = [r.getMessage() for r in caplog.records if "partition halted" in r.getMessage()]
+    for partition, kind in enumerate(kinds):
+        assert [h for h in halts if hostile_keys[partition] in h], f"{kind}: {halts}"
+        assert metric(service, "replicator_ingress_partition_halted", partition) == 1, kind
+        assert provenance_offsets(local_stack, setup, partition) == list(range(10)), kind
+    assert len(halts) == len(kinds)
+    assert provenance_offsets(local_stack, setup, good) == list(range(20))
 
 
 def test_duplicated_reordered_and_dropped_events_leave_the_destination_exact(

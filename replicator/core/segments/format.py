@@ -23,6 +23,7 @@ import hashlib
 import io
 import json
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -69,6 +70,18 @@ and hands on one at a time. 32 MiB cost ingress ~100 MiB more per concurrent rea
 (measured) for no gain in replay speed."""
 DEFAULT_ROW_GROUP_ROWS = 1_000_000
 
+MAX_ROW_GROUP_ROWS = 4 * DEFAULT_ROW_GROUP_ROWS
+MAX_ROW_GROUP_BYTES = 256 * 1024**2
+"""Caps a reader checks against what a row group *declares* before decoding it: a small
+file must not be able to make every reader allocate gigabytes. A row group holds at least
+one record, so the byte cap is above the largest record a destination accepts (64 MiB)."""
+MAX_FOOTER_BYTES = 1024**2
+DICTIONARY_COLUMNS = frozenset({"timestamp_type", "headers.list.element.key"})
+"""The only columns the writer dictionary-encodes: a dictionary elsewhere lets a few bytes
+stand for any number of copies of a large value."""
+DICTIONARY_ENCODINGS = frozenset({"PLAIN_DICTIONARY", "RLE_DICTIONARY"})
+_HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+
 
 @dataclass(frozen=True)
 class SegmentFooter:
@@ -96,9 +109,52 @@ class SegmentFooter:
 
     @classmethod
     def from_json(cls, raw: bytes) -> SegmentFooter:
-        data = json.loads(raw)
-        data["row_group_checksums"] = tuple(data["row_group_checksums"])
+        """Parse and type-check a footer; ``ValueError`` naming the first field that is
+        missing, unknown or of the wrong type."""
+        if len(raw) > MAX_FOOTER_BYTES:
+            raise ValueError(f"{len(raw)} bytes, more than a footer's {MAX_FOOTER_BYTES}")
+        try:
+            data = json.loads(raw)
+        except RecursionError:
+            raise ValueError("JSON nested too deep") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+        unknown = sorted(set(data) - set(_FOOTER_TYPES))
+        if unknown:
+            raise ValueError(f"unknown fields {unknown}")
+        for field, kinds in _FOOTER_TYPES.items():
+            if field not in data:
+                raise ValueError(f"{field} is missing")
+            value = data[field]
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise ValueError(f"{field} is {value!r}, not of the expected type")
+        checksums = data["row_group_checksums"]
+        if not all(isinstance(c, str) and _HEX_DIGEST.fullmatch(c) for c in checksums):
+            raise ValueError("row_group_checksums are not all SHA-256 hex digests")
+        if not data["checksum"].startswith("sha256:") or not _HEX_DIGEST.fullmatch(
+            data["checksum"][len("sha256:") :]
+        ):
+            raise ValueError(f"checksum {data['checksum']!r} is not sha256:<hex digest>")
+        data["row_group_checksums"] = tuple(checksums)
         return cls(**data)
+
+
+_FOOTER_TYPES: dict[str, type | tuple[type, ...]] = {
+    "format_version": int,
+    "region": str,
+    "topic": str,
+    "partition": int,
+    "level": int,
+    "start_offset": int,
+    "end_offset": int,
+    "record_count": int,
+    "first_record_offset": (int, type(None)),
+    "last_record_offset": (int, type(None)),
+    "created_at": str,
+    "writer_version": str,
+    "checksum": str,
+    "row_group_checksums": list,
+}
 
 
 # ---------------------------------------------------------------------------------------
@@ -207,7 +263,7 @@ class SegmentWriter:
             SCHEMA,
             compression="zstd",
             compression_level=compression_level,
-            use_dictionary=["timestamp_type", "headers.list.element.key"],
+            use_dictionary=sorted(DICTIONARY_COLUMNS),
             write_page_checksum=True,
             write_statistics=["offset", "timestamp"],
         )
@@ -347,6 +403,45 @@ class SegmentReader:
         except (ValueError, TypeError, KeyError) as exc:
             raise SegmentMismatchError(name, f"unreadable footer ({exc})") from None
         self._check_footer()
+        self._check_schema()
+
+    def _check_schema(self) -> None:
+        try:
+            schema = self._file.schema_arrow
+        except (pa.ArrowException, ValueError) as exc:
+            raise CorruptSegmentError(self.name, f"unreadable schema ({exc})") from None
+        if not schema.equals(SCHEMA, check_metadata=False):
+            got = ", ".join(f"{f.name}: {f.type}" for f in schema)
+            raise SegmentMismatchError(self.name, f"not the segment schema (columns {got})")
+
+    def _check_declared_sizes(self, index: int) -> None:
+        """Refuse a row group whose declared rows or decoded bytes exceed the caps, or that
+        dictionary-encodes a column the writer never does, before decoding anything."""
+        row_group = self._file.metadata.row_group(index)
+        where = f"row group {index}"
+        if row_group.num_rows > MAX_ROW_GROUP_ROWS:
+            raise SegmentMismatchError(
+                self.name, f"{where} declares {row_group.num_rows} rows (cap {MAX_ROW_GROUP_ROWS})"
+            )
+        chunks_total = 0
+        for column in range(row_group.num_columns):
+            chunk = row_group.column(column)
+            chunks_total += max(chunk.total_uncompressed_size, 0)
+            dictionary = DICTIONARY_ENCODINGS.intersection(chunk.encodings)
+            if dictionary and chunk.path_in_schema not in DICTIONARY_COLUMNS:
+                raise SegmentMismatchError(
+                    self.name, f"{where} column {chunk.path_in_schema} is dictionary-encoded"
+                )
+            if chunk.num_values > MAX_ROW_GROUP_ROWS * 16:
+                raise SegmentMismatchError(
+                    self.name,
+                    f"{where} column {chunk.path_in_schema} declares {chunk.num_values} values",
+                )
+        declared = max(row_group.total_byte_size, chunks_total)
+        if declared > MAX_ROW_GROUP_BYTES:
+            raise SegmentMismatchError(
+                self.name, f"{where} declares {declared} bytes decoded (cap {MAX_ROW_GROUP_BYTES})"
+            )
 
     def _check_footer(self) -> None:
         f, k = self.footer, self.segment_key
@@ -405,19 +500,56 @@ class SegmentReader:
         return None
 
     def read_row_group(self, index: int) -> pa.Table:
-        """One verified row group."""
+        """One verified row group: sizes declared within the caps, content matching its
+        checksum, offsets strictly increasing inside the key's covered range."""
+        self._check_declared_sizes(index)
         try:
             table = self._file.read_row_group(index)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptSegmentError(self.name, f"row group {index} unreadable ({exc})") from None
         if content_checksum(table) != self.footer.row_group_checksums[index]:
             raise SegmentMismatchError(self.name, f"checksum mismatch in row group {index}")
+        self._check_offsets(table, index)
         return table
 
+    def _check_offsets(self, table: pa.Table, index: int) -> None:
+        """Strictly increasing inside the covered range; the first row group starts at
+        the footer's first record offset and the last one ends at its last — checked
+        before the row group is handed on."""
+        if table.num_rows == 0:
+            return
+        offsets = table.column("offset").to_numpy()
+        key, footer = self.segment_key, self.footer
+        if offsets[0] < key.start or offsets[-1] > key.end or np.any(np.diff(offsets) <= 0):
+            raise SegmentMismatchError(
+                self.name,
+                f"row group {index}: offsets {offsets[0]}..{offsets[-1]} do not increase "
+                f"strictly within the covered range {key.start}..{key.end}",
+            )
+        if index == 0 and offsets[0] != footer.first_record_offset:
+            raise SegmentMismatchError(
+                self.name,
+                f"records start at {offsets[0]} but the footer says {footer.first_record_offset}",
+            )
+        if index == self.num_row_groups - 1 and offsets[-1] != footer.last_record_offset:
+            raise SegmentMismatchError(
+                self.name,
+                f"records end at {offsets[-1]} but the footer says {footer.last_record_offset}",
+            )
+
     def iter_tables(self) -> Iterator[pa.Table]:
-        """Verified row groups in offset order."""
+        """Verified row groups in offset order (each starts after the previous one)."""
+        last: int | None = None
         for index in range(self.num_row_groups):
-            yield self.read_row_group(index)
+            table = self.read_row_group(index)
+            if table.num_rows:
+                offsets = table.column("offset")
+                if last is not None and offsets[0].as_py() <= last:
+                    raise SegmentMismatchError(
+                        self.name, f"row group {index} starts at or before offset {last}"
+                    )
+                last = offsets[-1].as_py()
+            yield table
 
     def read_all(self) -> pa.Table:
         tables = list(self.iter_tables())
