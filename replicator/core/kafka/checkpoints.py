@@ -12,10 +12,13 @@ to a fixed partition of the checkpoint topic (a stable hash), so a writer finds 
 checkpoint by reading one partition from the end.
 
 The resume point is the furthest of the latest checkpoint and the last provenance header
-in the destination partition's tail (read_committed). What is in the destination is the
-truth: a segment may end in offsets without records (so the checkpoint can be ahead of
-the tail), and brokers that show aborted records to read_committed readers (the local test
-broker does) see them counted as delivered and never get them twice.
+in the destination partition's tail (read_committed), read once no transaction is open in
+that partition any more (a fenced predecessor's may end only after the fencing call
+returned; records of an open transaction are invisible until it ends). What is in the
+destination is the truth: a segment may end in offsets without records (so the checkpoint
+can be ahead of the tail), and brokers that show aborted records to read_committed
+readers (the local test broker does) see them counted as delivered and never get them
+twice.
 
 Encoding is pure; :class:`CheckpointStore` does the reading and the writing.
 """
@@ -31,7 +34,7 @@ from confluent_kafka import Producer, TopicPartition
 
 from replicator.core.kafka import provenance
 from replicator.core.kafka.provenance import SourcePartition
-from replicator.core.kafka.tail import scan_back, tail_reader
+from replicator.core.kafka.tail import scan_back, settled_end, tail_reader, watermark_reader
 
 TAIL_READER_GROUP = "replicator-tail-reader"
 """Never joined: tail scans assign partitions by hand."""
@@ -155,10 +158,13 @@ class CheckpointStore:
         """Where ``target``'s writer resumes. Call only after fencing earlier writers: an
         open transaction of theirs would otherwise still change the answer."""
         consumer = tail_reader(self.kafka, TAIL_READER_GROUP)
+        ends = watermark_reader(self.kafka, TAIL_READER_GROUP)
         try:
             key = target.checkpoint_key.encode()
             ctp = self.topic_partition(target)
-            low, high = consumer.get_watermark_offsets(ctp, timeout=30)
+            # The log end: another writer's open transaction in the shared checkpoint
+            # partition must not hide this key's committed checkpoints from the scan.
+            low, high = ends.get_watermark_offsets(ctp, timeout=30)
             found = scan_back(
                 consumer,
                 ctp,
@@ -168,7 +174,7 @@ class CheckpointStore:
             )
             checkpoint = found[1] if found else None
             dtp = TopicPartition(target.destination_topic, target.destination_partition)
-            low, high = consumer.get_watermark_offsets(dtp, timeout=30)
+            low, high = settled_end(consumer, ends, dtp)
             floor = max(low, checkpoint.destination_offset) if checkpoint else low
             tail = scan_back(
                 consumer,
@@ -179,4 +185,5 @@ class CheckpointStore:
             )
         finally:
             consumer.close()
+            ends.close()
         return furthest(checkpoint, tail)

@@ -7,6 +7,7 @@ reports only after a fetch came back empty, so readers ask brokers not to hold f
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -15,8 +16,12 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from replicator.core.kafka.errors import BrokerError
 
+log = logging.getLogger(__name__)
+
 TAIL_CHUNK = 500
 READ_TIMEOUT = 60.0
+SETTLE_WAIT = 10.0
+"""How long a resume waits for the transactions open in a destination partition to end."""
 Match = TypeVar("Match")
 
 
@@ -33,6 +38,40 @@ def tail_reader(kafka: dict[str, Any], group_id: str) -> Consumer:
             "fetch.wait.max.ms": 10,
         }
     )
+
+
+def watermark_reader(kafka: dict[str, Any], group_id: str) -> Consumer:
+    """A read_uncommitted consumer for the log end (``group_id`` is never joined)."""
+    return Consumer({**kafka, "group.id": group_id, "isolation.level": "read_uncommitted"})
+
+
+def settled_end(
+    committed: Consumer, uncommitted: Consumer, tp: TopicPartition, wait: float = SETTLE_WAIT
+) -> tuple[int, int]:
+    """(low, end) of ``tp`` once no transaction is open in it: the committed end (last
+    stable offset) has reached the log end. A writer that just fenced its predecessor
+    calls this before reading the tail: a broker may end the predecessor's transaction
+    after answering the fencing call, and records still in an open transaction are
+    invisible to read_committed readers (the local broker then reports the committed end
+    as 0). After ``wait`` seconds (another writer's transaction may stay open) the log
+    end, with a warning."""
+    deadline = time.monotonic() + wait
+    while True:
+        low, log_end = uncommitted.get_watermark_offsets(tp, timeout=30)
+        _, committed_end = committed.get_watermark_offsets(tp, timeout=30)
+        if committed_end >= log_end:
+            return low, log_end
+        if time.monotonic() > deadline:
+            log.warning(
+                "%s partition %d: a transaction stays open (committed end %d, log end %d); "
+                "resuming from what is committed",
+                tp.topic,
+                tp.partition,
+                committed_end,
+                log_end,
+            )
+            return low, log_end
+        time.sleep(0.1)
 
 
 def read_range(

@@ -1,0 +1,45 @@
+"""A writer resumes only once the transactions open in its destination partition ended.
+
+On the local broker a transaction's records are invisible to read_committed readers while
+it is open, and the committed end it reports is then 0: a resume computed at that moment
+stopped at the last checkpoint, and the records of the transaction, once it ended, were
+in the destination twice (seen once in the suite after a kill -9 mid-transaction)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pyarrow as pa
+
+from replicator.core.kafka.checkpoints import CheckpointStore, ResumePoint, WriteTarget
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.writer import PartitionWriter
+from tests.fixtures.ingress import segment_batch
+from tests.fixtures.relay import create_topic
+from tests.fixtures.stack import DESTINATION
+
+
+def test_a_resume_waits_for_the_open_transaction_to_end(local_stack, unique):
+    bootstrap = local_stack.bootstrap(DESTINATION)
+    kafka = {"bootstrap.servers": bootstrap}
+    destination, checkpoints = unique("dst"), unique("cp")
+    create_topic(bootstrap, destination, 1)
+    create_topic(bootstrap, checkpoints, 2)
+    store = CheckpointStore(kafka, checkpoints, 2)
+    target = WriteTarget(SourcePartition("us-east-1", "t", 0), destination, 0)
+    writer = PartitionWriter(kafka, unique("g"), target, store)
+    writer.open()
+    writer.write(pa.Table.from_batches([segment_batch(0, 1500)]))
+    writer.commit(1500)
+    writer.write(pa.Table.from_batches([segment_batch(1500, 1500)]))
+    writer._producer.flush(30)  # produced, transaction still open
+
+    resumed: list[ResumePoint] = []
+    reader = threading.Thread(target=lambda: resumed.append(store.resume_point(target)))
+    reader.start()
+    time.sleep(2)
+    writer.commit(3000)  # the transaction ends while the resume is being computed
+    reader.join(60)
+    writer.close()
+    assert resumed and resumed[0].next_source_offset == 3000, resumed
