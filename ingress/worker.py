@@ -42,7 +42,7 @@ from replicator.core.errors import ReplicatorError
 from replicator.core.filters import FilterChain
 from replicator.core.filters.errors import FilterError
 from replicator.core.kafka.checkpoints import WriteTarget
-from replicator.core.kafka.errors import OwnershipLostError, RecordTooLargeError
+from replicator.core.kafka.errors import CheckpointError, OwnershipLostError, RecordTooLargeError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import RecordWriter
 from replicator.core.logs import ContextLog, partition_fields
@@ -159,7 +159,7 @@ class PartitionWorker(threading.Thread):
             self.failure = exc
             self.metrics.fenced.labels(*self._labels).inc()
             self.log.warning("%s fenced; re-opening its writer unless it moved: %s", self.name, exc)
-        except (PartitionHaltedError, RecordTooLargeError) as exc:
+        except (PartitionHaltedError, RecordTooLargeError, CheckpointError) as exc:
             self.status.state, self.status.reason = "halted", str(exc)
             self.metrics.halted.labels(*self._labels).set(1)
             self.log.error("partition halted: %s", exc)

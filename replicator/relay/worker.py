@@ -31,7 +31,12 @@ from replicator.core.filters.errors import FilterError
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import ResumePoint, WriteTarget
 from replicator.core.kafka.clients import client_config
-from replicator.core.kafka.errors import BrokerError, OwnershipLostError, RecordTooLargeError
+from replicator.core.kafka.errors import (
+    BrokerError,
+    CheckpointError,
+    OwnershipLostError,
+    RecordTooLargeError,
+)
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.records import messages_to_records
 from replicator.core.kafka.tail import read_range, tail_reader
@@ -52,7 +57,13 @@ log = logging.getLogger(__name__)
 
 READ_BATCH = 5_000
 POLL_SECONDS = 0.05
-HALTING_ERRORS = (UpstreamMismatchError, SourceDataLossError, FilterError, RecordTooLargeError)
+HALTING_ERRORS = (
+    UpstreamMismatchError,
+    SourceDataLossError,
+    FilterError,
+    RecordTooLargeError,
+    CheckpointError,
+)
 
 
 def produce_error_kind(error: BrokerError) -> str:

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from replicator.core.kafka.checkpoints import CheckpointStore, ResumePoint, WriteTarget
 from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.tail import SETTLE_WAIT
 from replicator.core.kafka.writer import PartitionWriter
 from tests.fixtures.ingress import segment_batch
 from tests.fixtures.relay import create_topic
@@ -36,7 +37,9 @@ def test_a_resume_waits_for_the_open_transaction_to_end(local_stack, unique):
     writer._producer.flush(30)  # produced, transaction still open
 
     resumed: list[ResumePoint] = []
-    reader = threading.Thread(target=lambda: resumed.append(store.resume_point(target)))
+    reader = threading.Thread(
+        target=lambda: resumed.append(store.resume_point(target, settle=SETTLE_WAIT))
+    )
     reader.start()
     time.sleep(2)
     writer.commit(3000)  # the transaction ends while the resume is being computed

@@ -109,6 +109,15 @@ def test_an_s3_key_with_a_trailing_newline_is_not_another_segment():
         ({"partitions": 10**9}, "not a partition count"),
         ({"partitions": 2, "configs": ["x"]}, "'configs' is not a table"),
         ({"partitions": 2, "configs": {"a": {"b": 1}}}, "'configs' is not a table"),
+        ({"partitions": 2, "configs": {"cleanup.policy": "none"}}, "cleanup.policy = 'none'"),
+        ({"partitions": 2, "configs": {"retention.ms": "soon"}}, "retention.ms = 'soon'"),
+        ({"partitions": 2, "configs": {"retention.ms": True}}, "retention.ms = 'True'"),
+        ({"partitions": 2, "configs": {"max.message.bytes": "1e9"}}, "max.message.bytes"),
+        ({"partitions": 2, "configs": {"min.cleanable.dirty.ratio": 7}}, "dirty.ratio = '7'"),
+        (
+            {"partitions": 2, "configs": {"message.timestamp.type": "Now"}},
+            "message.timestamp.type = 'Now'",
+        ),
     ],
 )
 def test_unusable_descriptors_are_named_with_their_key(data, message):
@@ -118,6 +127,27 @@ def test_unusable_descriptors_are_named_with_their_key(data, message):
     with pytest.raises(DescriptorError, match=r"data/r/t/_topic\.json") as raised:
         parse_descriptor(data, "data/r/t/_topic.json")
     assert message in str(raised.value)
+
+
+def test_configs_outside_the_allow_list_are_dropped_when_read():
+    from replicator.core.segments.descriptor import parse_descriptor
+
+    data = {
+        "partitions": 2,
+        "configs": {
+            "retention.ms": 86_400_000,
+            "cleanup.policy": "compact,delete",
+            "min.cleanable.dirty.ratio": "0.5",
+            "unclean.leader.election.enable": "true",
+            "min.insync.replicas": "1",
+            "follower.replication.throttled.replicas": "*",
+        },
+    }
+    assert parse_descriptor(data, "k").configs == {
+        "retention.ms": "86400000",
+        "cleanup.policy": "compact,delete",
+        "min.cleanable.dirty.ratio": "0.5",
+    }
 
 
 def test_a_descriptor_round_trips_with_its_export_starts():

@@ -7,10 +7,16 @@ import logging
 import threading
 import time
 
+import pytest
+from confluent_kafka import Producer
+
 from ingress.service import IngressService
+from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.core.kafka.provenance import SourcePartition
 from tests.fixtures.hostile import HOSTILE
 from tests.fixtures.ingress import provenance_offsets, segment_batch
-from tests.fixtures.stack import DESTINATION
+from tests.fixtures.relay import create_topic
+from tests.fixtures.stack import DESTINATION, SOURCE
 
 
 def run_to_end(setup):
@@ -162,6 +168,37 @@ def test_hostile_segments_halt_only_their_partitions_naming_key_and_reason(
         assert provenance_offsets(local_stack, setup, partition) == list(range(10)), kind
     assert len(halts) == len(kinds)
     assert provenance_offsets(local_stack, setup, good) == list(range(20))
+
+
+@pytest.mark.parametrize(
+    "value", [b"not json", b'{"next_source_offset": "10"}', b"[1]", b'{"time": 1}']
+)
+def test_a_malformed_checkpoint_halts_its_partition_naming_it(
+    local_stack, ingress_setup, unique, caplog, value
+):
+    setup = ingress_setup()
+    setup.put_descriptor(2, export_start={0: 0, 1: 0})
+    for partition in (0, 1):
+        setup.put_segment(partition, 0, 9, segment_batch(0, 10))
+    ingress = setup.config.ingress
+    create_topic(local_stack.bootstrap(DESTINATION), ingress.checkpoint_topic, 2)
+    target = WriteTarget(SourcePartition(SOURCE, setup.topic, 0), setup.destination, 0)
+    store = CheckpointStore({}, ingress.checkpoint_topic, 2)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(DESTINATION)})
+    producer.produce(
+        ingress.checkpoint_topic,
+        key=target.checkpoint_key.encode(),
+        value=value,
+        partition=store.topic_partition(target).partition,
+    )
+    producer.flush(10)
+    with caplog.at_level(logging.ERROR):
+        service, code = run_to_end(setup)
+    assert code == 1
+    halts = [r.getMessage() for r in caplog.records if "partition halted" in r.getMessage()]
+    assert len(halts) == 1 and f"checkpoint {target.checkpoint_key} at" in halts[0], halts
+    assert metric(service, "replicator_ingress_partition_halted", 0) == 1
+    assert provenance_offsets(local_stack, setup, 1) == list(range(10))
 
 
 def test_duplicated_reordered_and_dropped_events_leave_the_destination_exact(

@@ -33,6 +33,7 @@ from typing import Any
 from confluent_kafka import Producer, TopicPartition
 
 from replicator.core.kafka import provenance
+from replicator.core.kafka.errors import CheckpointError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.tail import scan_back, settled_end, tail_reader, watermark_reader
 
@@ -97,7 +98,43 @@ class Checkpoint:
 
     @classmethod
     def from_json(cls, raw: bytes) -> Checkpoint:
-        return cls(**json.loads(raw))
+        """Parse and type-check; ``ValueError`` naming the first bad field."""
+        if len(raw) > MAX_CHECKPOINT_BYTES:
+            raise ValueError(f"{len(raw)} bytes, more than a checkpoint's {MAX_CHECKPOINT_BYTES}")
+        try:
+            data = json.loads(raw)
+        except RecursionError:
+            raise ValueError("JSON nested too deep") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON {type(data).__name__}, not an object")
+        unknown = sorted(set(data) - set(_CHECKPOINT_TYPES))
+        if unknown:
+            raise ValueError(f"unknown fields {unknown}")
+        for name, (kinds, required) in _CHECKPOINT_TYPES.items():
+            if name not in data:
+                if required:
+                    raise ValueError(f"{name} is missing")
+                continue
+            value = data[name]
+            if isinstance(value, bool) or not isinstance(value, kinds):
+                raise ValueError(f"{name} is {value!r}, not of the expected type")
+        if data["next_source_offset"] < 0 or data["destination_offset"] < -1:
+            raise ValueError("negative offsets")
+        return cls(**data)
+
+
+MAX_CHECKPOINT_BYTES = 64 * 1024
+_CHECKPOINT_TYPES: dict[str, tuple[type | tuple[type, ...], bool]] = {
+    "destination_topic": (str, True),
+    "partition": (int, True),
+    "source_region": (str, True),
+    "source_topic": (str, True),
+    "next_source_offset": (int, True),
+    "destination_offset": (int, True),
+    "time": ((int, float), True),
+    "halted": (str, False),
+    "source_partition": ((int, type(None)), False),
+}
 
 
 @dataclass(frozen=True)
@@ -106,6 +143,17 @@ class ResumePoint:
     """None: nothing of this source was ever written here."""
     destination_offset: int
     checkpoint: Checkpoint | None = None
+
+
+def _own_checkpoint(message: Any, key: bytes) -> Checkpoint:
+    try:
+        return Checkpoint.from_json(message.value())
+    except ValueError as exc:
+        raise CheckpointError(
+            f"checkpoint {key.decode(errors='replace')} at {message.topic()} partition "
+            f"{message.partition()} offset {message.offset()} is unreadable ({exc}); "
+            "the partition halts"
+        ) from None
 
 
 def checkpoint_key(destination_topic: str, partition: int, origin: str, topic: str) -> str:
@@ -154,9 +202,11 @@ class CheckpointStore:
             partition=checkpoint_partition(target.checkpoint_key, self.partitions),
         )
 
-    def resume_point(self, target: WriteTarget) -> ResumePoint:
-        """Where ``target``'s writer resumes. Call only after fencing earlier writers: an
-        open transaction of theirs would otherwise still change the answer."""
+    def resume_point(self, target: WriteTarget, *, settle: float = 0.0) -> ResumePoint:
+        """Where ``target``'s writer resumes. A writer calls it just after fencing earlier
+        writers with ``settle`` > 0: it then waits up to that many seconds for their
+        open transaction to end, which would otherwise still change the answer. Readers
+        (status, failover) read what is committed now."""
         consumer = tail_reader(self.kafka, TAIL_READER_GROUP)
         ends = watermark_reader(self.kafka, TAIL_READER_GROUP)
         try:
@@ -170,11 +220,11 @@ class CheckpointStore:
                 ctp,
                 low,
                 high,
-                lambda m: Checkpoint.from_json(m.value()) if m.key() == key and m.value() else None,
+                lambda m: _own_checkpoint(m, key) if m.key() == key and m.value() else None,
             )
             checkpoint = found[1] if found else None
             dtp = TopicPartition(target.destination_topic, target.destination_partition)
-            low, high = settled_end(consumer, ends, dtp)
+            low, high = settled_end(consumer, ends, dtp, settle)
             floor = max(low, checkpoint.destination_offset) if checkpoint else low
             tail = scan_back(
                 consumer,

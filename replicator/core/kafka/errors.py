@@ -42,3 +42,8 @@ class OwnershipLostError(BrokerError):
 
 class ServiceTopicError(ReplicatorError):
     """A service topic exists with another partition count than the config says."""
+
+
+class CheckpointError(ReplicatorError):
+    """A checkpoint record of a writer's own key that cannot be read: its partition halts
+    (resuming without it could replay or skip records). Names where the record is."""

@@ -54,14 +54,16 @@ def settled_end(
     after answering the fencing call, and records still in an open transaction are
     invisible to read_committed readers (the local broker then reports the committed end
     as 0). After ``wait`` seconds (another writer's transaction may stay open) the log
-    end, with a warning."""
+    end, with a warning when ``wait`` was not 0."""
     deadline = time.monotonic() + wait
     while True:
         low, log_end = uncommitted.get_watermark_offsets(tp, timeout=30)
         _, committed_end = committed.get_watermark_offsets(tp, timeout=30)
         if committed_end >= log_end:
             return low, log_end
-        if time.monotonic() > deadline:
+        if time.monotonic() >= deadline:
+            if wait <= 0:
+                return low, log_end
             log.warning(
                 "%s partition %d: a transaction stays open (committed end %d, log end %d); "
                 "resuming from what is committed",

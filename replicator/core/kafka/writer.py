@@ -32,6 +32,7 @@ from replicator.core.faults import WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT, crash
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import Checkpoint, CheckpointStore, ResumePoint, WriteTarget
 from replicator.core.kafka.errors import BrokerError, OwnershipLostError, RecordTooLargeError
+from replicator.core.kafka.tail import SETTLE_WAIT
 from replicator.core.kafka.topics import MAX_DESTINATION_MESSAGE_BYTES, PROVENANCE_ROOM
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class PartitionWriter:
         """Fence the previous owner (aborting its open transaction), then find where to
         resume."""
         self._call(lambda: self._producer.init_transactions(60))
-        return self._checkpoints.resume_point(self.target)
+        return self._checkpoints.resume_point(self.target, settle=SETTLE_WAIT)
 
     # -- records --------------------------------------------------------------------------
 

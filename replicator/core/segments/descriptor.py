@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from replicator.core.aws.errors import ObjectNotFoundError, StorageError
-from replicator.core.kafka.topics import copied_configs
+from replicator.core.kafka.topics import COPIED_CONFIGS, copied_configs
 from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
@@ -77,7 +77,44 @@ def parse_descriptor(data: Any, where: str) -> Descriptor:
         isinstance(k, str) and isinstance(v, (str, int, float, bool)) for k, v in configs.items()
     ):
         raise DescriptorError(f"topic descriptor {where}: 'configs' is not a table of values")
-    return Descriptor(partitions, {k: str(v) for k, v in configs.items()}, export_starts(data))
+    return Descriptor(partitions, _copied_configs(configs, where), export_starts(data))
+
+
+_CHOICES = {
+    "cleanup.policy": {"delete", "compact", "compact,delete", "delete,compact"},
+    "message.timestamp.type": {"CreateTime", "LogAppendTime"},
+    "compression.type": {"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"},
+}
+_RATIOS = {"min.cleanable.dirty.ratio"}
+
+
+def _copied_configs(configs: dict[str, Any], where: str) -> dict[str, str]:
+    """The allow-listed configs (others are dropped: a descriptor written by someone else
+    must not set anything else on a destination), each value checked: one of the known
+    choices, a number in range. A bad value is a :class:`DescriptorError` naming it."""
+    copied: dict[str, str] = {}
+    for name, value in configs.items():
+        if name not in COPIED_CONFIGS:
+            continue
+        text = str(value)
+        if name in _CHOICES:
+            ok = text in _CHOICES[name]
+        elif name in _RATIOS:
+            ok = _is_number(text) and 0.0 <= float(text) <= 1.0
+        else:
+            ok = text.lstrip("-").isdigit() and -1 <= int(text) < 2**63
+        if isinstance(value, bool) or not ok:
+            raise DescriptorError(f"topic descriptor {where}: config {name} = {text[:80]!r}")
+        copied[name] = text
+    return copied
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def read_descriptor(store: SegmentStore, region: str, topic: str) -> Descriptor | None:
