@@ -192,6 +192,8 @@ class PartitionWorker(threading.Thread):
             )
             self.status.next_offset = next_offset
             try:
+                if resume.next_source_offset is not None:
+                    self._check_resume_listed(resume.next_source_offset)
                 self._replay(writer, next_offset)
             except (PartitionHaltedError, RecordTooLargeError) as exc:
                 writer.abort()
@@ -200,6 +202,20 @@ class PartitionWorker(threading.Thread):
                 raise
         finally:
             writer.close()
+
+    def _check_resume_listed(self, next_offset: int) -> None:
+        """The destination says offsets up to ``next_offset`` were replayed, so segments
+        up to there were in the bucket: a resume point beyond every listed segment comes
+        from a forged checkpoint or provenance header (or a bucket that lost its newest
+        segments). Halting says so; going on would silently skip the offsets between."""
+        end = exported_end(self._index)
+        if end is not None and next_offset > end:
+            raise PartitionHaltedError(
+                f"{self.source.region}/{self.source.topic} partition {self.partition}: the "
+                f"destination resumes at source offset {next_offset}, beyond the last "
+                f"offset in the bucket ({end - 1}); check its checkpoint and the "
+                "provenance headers of its last records"
+            )
 
     def _first_offset(self) -> int | None:
         """No checkpoint and nothing produced yet: start where the export began.

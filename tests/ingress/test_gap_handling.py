@@ -81,3 +81,22 @@ def test_without_a_recorded_export_start_the_lowest_segment_present_is_the_start
     writer = MemoryWriter()
     run_worker(config("fail"), segments, writer, export_start=ExportStart(False, None))
     assert writer.committed == list(range(10, 20))
+
+
+def test_a_resume_point_beyond_every_listed_segment_halts_instead_of_skipping():
+    # A forged checkpoint says 1000 while the bucket holds offsets 0..29.
+    segments = MemorySegments([(0, 9), (10, 19), (20, 29)])
+    writer = MemoryWriter(checkpoints=[1000])
+    worker = run_worker(config("skip"), segments, writer)
+    assert worker.status.state == "halted"
+    assert "resumes at source offset 1000, beyond the last offset in the bucket (29)" in (
+        worker.status.reason
+    )
+    assert writer.committed == [] and "beyond" in writer.halted
+
+
+def test_a_resume_point_at_the_end_of_the_listed_segments_is_normal():
+    segments = MemorySegments([(0, 9), (10, 19)])
+    writer = MemoryWriter(checkpoints=[20])
+    worker = run_worker(config("fail"), segments, writer)
+    assert worker.status.state == "done" and writer.committed == []
