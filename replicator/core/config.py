@@ -13,6 +13,7 @@ appear in reprs, logs or error messages.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import re
 import tomllib
@@ -31,12 +32,15 @@ from pydantic import (
     PrivateAttr,
     SecretStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
 from replicator.core.errors import ConfigError
 from replicator.core.segments.key import check_region_name, check_topic_name
 from replicator.core.units import parse_duration, parse_size
+
+log = logging.getLogger(__name__)
 
 MIN_PART_SIZE = 5 * 1024**2
 """S3 rejects multipart parts below 5 MiB (except the last)."""
@@ -75,6 +79,28 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+RAW_SECRET_PROPERTIES = frozenset(
+    {"sasl.jaas.config", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config"}
+)
+SECRET_WORDS = ("password", "secret")
+TYPED_PROPERTIES = {
+    "bootstrap.servers": "bootstrap_servers",
+    "security.protocol": "security_protocol",
+    "sasl.mechanism": "sasl_mechanism",
+    "sasl.mechanisms": "sasl_mechanism",
+    "sasl.username": "sasl_username",
+    "ssl.ca.location": "ssl_ca_location",
+    "ssl.certificate.location": "ssl_certificate_location",
+    "ssl.key.location": "ssl_key_location",
+}
+WEAKENING_PROPERTIES = frozenset(
+    {
+        ("enable.ssl.certificate.verification", "false"),
+        ("ssl.endpoint.identification.algorithm", "none"),
+    }
+)
+
+
 class KafkaConfig(_Model):
     """How to reach one region's Kafka cluster; every client of that region uses it."""
 
@@ -86,8 +112,37 @@ class KafkaConfig(_Model):
     ssl_ca_location: str | None = None
     ssl_certificate_location: str | None = None
     ssl_key_location: str | None = None
+    ssl_key_password: SecretStr | None = None
     config: dict[str, str | int | float | bool] = Field(default_factory=dict)
-    """Raw librdkafka properties, passed through last (they win over the fields above)."""
+    """Raw librdkafka properties, passed through after the fields above. Secrets and the
+    settings the typed fields own are refused here (see ``_check_raw_config``)."""
+
+    @field_validator("config")
+    @classmethod
+    def _check_raw_config(
+        cls, config: dict[str, str | int | float | bool]
+    ) -> dict[str, str | int | float | bool]:
+        for name, value in config.items():
+            lowered = name.lower()
+            if lowered in RAW_SECRET_PROPERTIES or any(w in lowered for w in SECRET_WORDS):
+                raise ValueError(
+                    f"{name} holds a secret: it would be shown in clear wherever the config "
+                    "is; use the typed field (sasl_password, ssl_key_password) with a "
+                    "${ENV} reference"
+                )
+            if lowered in TYPED_PROPERTIES:
+                raise ValueError(
+                    f"{name} is set by the typed field {TYPED_PROPERTIES[lowered]}; set it "
+                    "there (a raw value would silently override the validated one)"
+                )
+            if (lowered, str(value).lower()) in WEAKENING_PROPERTIES:
+                log.warning(
+                    "kafka.config %s = %s turns off broker certificate checks: anyone on "
+                    "the path can impersonate the broker",
+                    name,
+                    value,
+                )
+        return config
 
     @model_validator(mode="after")
     def _check_security(self) -> KafkaConfig:
@@ -97,6 +152,11 @@ class KafkaConfig(_Model):
         if sasl and (self.sasl_username is None or self.sasl_password is None):
             raise ValueError(
                 f"security_protocol {self.security_protocol} needs sasl_username and sasl_password"
+            )
+        if self.security_protocol == "SASL_PLAINTEXT" and self.sasl_mechanism == "PLAIN":
+            log.warning(
+                "SASL PLAIN over SASL_PLAINTEXT sends the password in clear to %s; use SASL_SSL",
+                self.bootstrap_servers,
             )
         if not sasl and self.sasl_mechanism is not None:
             raise ValueError(

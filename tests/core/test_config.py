@@ -1,3 +1,4 @@
+import logging
 from pathlib import Path
 
 import pytest
@@ -189,6 +190,50 @@ def test_secret_value_does_not_leak_into_validation_errors():
         parse(text, {"KAFKA_PASSWORD": "hunter2-secret"})
     assert "needs sasl_mechanism" in str(info.value)
     assert "hunter2-secret" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('"sasl.password" = "${KAFKA_PASSWORD}"', "sasl.password holds a secret"),
+        ('"ssl.key.password" = "x"', "ssl.key.password holds a secret"),
+        ('"sasl.jaas.config" = "x"', "sasl.jaas.config holds a secret"),
+        ('"sasl.oauthbearer.client.secret" = "x"', "holds a secret"),
+        ('"security.protocol" = "PLAINTEXT"', "set by the typed field security_protocol"),
+        ('"sasl.mechanisms" = "PLAIN"', "set by the typed field sasl_mechanism"),
+        ('"ssl.ca.location" = "/tmp/other.pem"', "set by the typed field ssl_ca_location"),
+    ],
+)
+def test_the_raw_kafka_table_refuses_secrets_and_security_overrides(entry, message):
+    text = SASL.replace('"client.id" = "repl"', f'"client.id" = "repl", {entry}')
+    with pytest.raises(ConfigError) as info:
+        parse(text, {"KAFKA_PASSWORD": "hunter2-secret"})
+    assert message in str(info.value)
+    assert "hunter2-secret" not in str(info.value)
+
+
+def test_weakened_certificate_checks_and_plain_passwords_in_clear_are_warned_about(caplog):
+    text = SASL.replace(
+        '"client.id" = "repl"',
+        '"client.id" = "repl", "enable.ssl.certificate.verification" = false',
+    )
+    with caplog.at_level(logging.WARNING, logger="replicator.core.config"):
+        parse(text, {"KAFKA_PASSWORD": "pw"})
+        plain = SASL.replace('"SASL_SSL"', '"SASL_PLAINTEXT"').replace('"SCRAM-SHA-512"', '"PLAIN"')
+        parse(plain, {"KAFKA_PASSWORD": "pw"})
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("turns off broker certificate checks" in m for m in messages), messages
+    assert any("SASL PLAIN over SASL_PLAINTEXT" in m for m in messages), messages
+
+
+def test_the_ssl_key_password_is_a_typed_secret():
+    text = SASL.replace(
+        'kafka.ssl_ca_location = "/etc/ca.pem"',
+        'kafka.ssl_ca_location = "/etc/ca.pem"\nkafka.ssl_key_password = "${KEY_PASSWORD}"',
+    )
+    config = parse(text, {"KAFKA_PASSWORD": "pw", "KEY_PASSWORD": "key-secret"})
+    assert "key-secret" not in repr(config)
+    assert client_config(config.region("us-east-1").kafka)["ssl.key.password"] == "key-secret"
 
 
 def test_sasl_without_credentials_is_rejected():

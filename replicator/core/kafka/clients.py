@@ -35,6 +35,8 @@ def client_config(kafka: KafkaConfig, **overrides: Any) -> dict[str, Any]:
         conf["sasl.username"] = kafka.sasl_username
     if kafka.sasl_password is not None:
         conf["sasl.password"] = kafka.sasl_password.get_secret_value()
+    if kafka.ssl_key_password is not None:
+        conf["ssl.key.password"] = kafka.ssl_key_password.get_secret_value()
     for field, prop in (
         ("ssl_ca_location", "ssl.ca.location"),
         ("ssl_certificate_location", "ssl.certificate.location"),
