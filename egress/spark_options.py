@@ -2,9 +2,11 @@
 
 Spark builds data sources from string options and pickles readers and writers into other
 processes (planner processes on the driver, executors anywhere in the cluster), which may
-not have the config file or its environment. So the driver passes the validated config,
-secrets resolved, as JSON in one option. Its name contains "secret" so that Spark's
-default ``spark.redaction.regex`` hides the value in plans, logs and the UI.
+not have the config file. So the driver passes the validated config as JSON in one
+option, with every secret as the ``${NAME}`` reference the file wrote: plans, logs, the UI
+and task payloads show the reference, and each process resolves it from its own
+environment (see :func:`replicator.core.spark.config_to_json`). Nothing relies on Spark's
+redaction.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 from replicator.core.config import Config
 from replicator.core.spark import config_from_json, config_to_json
 
-CONFIG_OPTION = "replicator_config_secret"
+CONFIG_OPTION = "replicator_config"
 TASKS_OPTION = "replicator_tasks"
 """Tasks per micro-batch: the cluster's parallelism, read by the driver at start."""
 

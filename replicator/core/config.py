@@ -518,6 +518,8 @@ class Config(_Model):
     relay: RelayConfig | None = None
 
     _source: str = PrivateAttr(default="config")
+    _secret_texts: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)
+    """Each secret field's text as written in the file, before ``${NAME}`` expansion."""
 
     @property
     def source(self) -> str:
@@ -596,7 +598,55 @@ def parse_config(text: str, source: str, env: Mapping[str, str]) -> Config:
     if problems:
         raise ConfigError(source, problems)
     config._source = source
+    config._secret_texts = {
+        path: text for path in secret_paths(config) if isinstance(text := _at(raw, path), str)
+    }
     return config
+
+
+def secret_paths(value: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
+    """The paths of every secret field set in ``value`` (a model, dict or list)."""
+    if isinstance(value, SecretStr):
+        return [path]
+    if isinstance(value, BaseModel):
+        items: Any = ((name, getattr(value, name)) for name in type(value).model_fields)
+    elif isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return []
+    return [found for key, item in items for found in secret_paths(item, (*path, key))]
+
+
+def secret_text(config: Config, path: tuple[str | int, ...]) -> str | None:
+    """The secret at ``path`` as the file wrote it (``${NAME}`` unexpanded); None for a
+    config that did not come from a file."""
+    return config._secret_texts.get(path)
+
+
+def expand_env(text: str, env: Mapping[str, str], where: str) -> str:
+    """``text`` with every ``${NAME}`` replaced from ``env``; ``ConfigError`` naming
+    the variable and ``where`` when one is not set."""
+    problems: list[tuple[str, str]] = []
+    expanded = _expand_env(text, (), env, problems)
+    if problems:
+        raise ConfigError(where, [(p, m) for p, m in problems])
+    return str(expanded)
+
+
+def has_env_reference(text: str) -> bool:
+    return _ENV_RE.search(text) is not None
+
+
+def _at(data: Any, path: tuple[str | int, ...]) -> Any:
+    """The value at ``path`` in parsed TOML, or None."""
+    for key in path:
+        try:
+            data = data[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return data
 
 
 def _expand_env(

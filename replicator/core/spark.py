@@ -4,17 +4,40 @@ code that runs in other Spark processes."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
+import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pydantic import SecretStr
+from pydantic import BaseModel
 
-from replicator.core.config import Config
+from replicator.core.config import (
+    Config,
+    expand_env,
+    has_env_reference,
+    key_path,
+    secret_paths,
+    secret_text,
+)
+
+log = logging.getLogger(__name__)
+
+
+CLUSTER_SECURITY = {
+    "spark.authenticate": "true",
+    "spark.network.crypto.enabled": "true",
+    "spark.io.encryption.enabled": "true",
+}
+"""With a master that is not local, the driver, executors and shuffle authenticate each
+other and encrypt what they send and spill. On Kubernetes and YARN Spark makes the shared
+secret itself; a standalone cluster needs ``spark.authenticate.secret`` (or
+``spark.authenticate.secret.file``) in ``spark-defaults.conf`` of its master, workers and
+of the machine running the replicator (``SPARK_CONF_DIR``)."""
 
 
 def spark_session(master: str | None, app_name: str, extra: dict[str, str]) -> Any:
@@ -37,6 +60,8 @@ def spark_session(master: str | None, app_name: str, extra: dict[str, str]) -> A
         "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
         "spark.sql.streaming.numRecentProgressUpdates": "20",
     }
+    if not (master or "local").startswith("local"):
+        defaults.update(CLUSTER_SECURITY)
     for key, value in {**defaults, **extra}.items():
         builder = builder.config(key, value)
     with _jvm_ignores_termination():
@@ -65,21 +90,66 @@ def _jvm_ignores_termination() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _reveal(value: Any) -> Any:
-    if isinstance(value, SecretStr):
-        return value.get_secret_value()
-    if isinstance(value, dict):
-        return {k: _reveal(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_reveal(v) for v in value]
+def config_to_json(config: Config) -> str:
+    """The validated config for processes that have no config file of their own (Spark's
+    planner processes and executors), with every secret as the file wrote it: a
+    ``${NAME}`` reference that the receiving process resolves from its own environment,
+    so that plans, task payloads and logs never hold the secret. A secret written in
+    clear in the file, or set without a file, travels as it is (with a warning)."""
+    data = config.model_dump(mode="json")
+    references: list[list[str | int]] = []
+    for path in secret_paths(config):
+        text = secret_text(config, path)
+        if text is not None and has_env_reference(text):
+            _put(data, path, text)
+            references.append(list(path))
+        else:
+            _warn_clear_secret(path)
+            _put(data, path, _get(config, path).get_secret_value())
+    return json.dumps({SECRET_REFERENCES: references, "config": data, "source": config.source})
+
+
+def config_from_json(text: str, env: Mapping[str, str] | None = None) -> Config:
+    """The config :func:`config_to_json` wrote, its secret references resolved from
+    ``env`` (this process's environment by default)."""
+    payload = json.loads(text)
+    shipped, source = payload["config"], payload.get("source", "config")
+    data = json.loads(json.dumps(shipped))  # resolved below; ``shipped`` keeps the texts
+    environment = os.environ if env is None else env
+    where = f"{source} (in a Spark process on {socket.gethostname()})"
+    for path in payload[SECRET_REFERENCES]:
+        _put(data, path, expand_env(_get_raw(shipped, path), environment, where))
+    config = Config.model_validate(data)
+    config._source = source
+    config._secret_texts = {  # as the file wrote them, for the next hand-over
+        path: _get_raw(shipped, path) for path in secret_paths(config)
+    }
+    return config
+
+
+SECRET_REFERENCES = "secret_references"
+
+
+def _warn_clear_secret(path: tuple[str | int, ...]) -> None:
+    log.warning(
+        "%s is not a ${NAME} reference: it is handed to Spark processes as it is",
+        key_path(path),
+    )
+
+
+def _get(value: Any, path: tuple[str | int, ...]) -> Any:
+    for key in path:
+        value = getattr(value, str(key)) if isinstance(value, BaseModel) else value[key]
     return value
 
 
-def config_to_json(config: Config) -> str:
-    """The validated config with secrets resolved, for processes that have no config file
-    or environment of their own. Never log it."""
-    return json.dumps(_reveal(config.model_dump()))
+def _get_raw(data: Any, path: Any) -> Any:
+    for key in path:
+        data = data[key]
+    return data
 
 
-def config_from_json(text: str) -> Config:
-    return Config.model_validate(json.loads(text))
+def _put(data: Any, path: tuple[str | int, ...] | list[str | int], value: Any) -> None:
+    *parents, last = path
+    container: Any = _get_raw(data, parents)
+    container[last] = value
