@@ -26,11 +26,21 @@ test: setup
 unit: setup
 	$(BIN)/python -m pytest -m 'not integration'
 
-lint: setup
+# checkov lives in its own environment: it pins older boto3 and packaging than the
+# project's, and only lint needs it. It runs offline (--skip-download).
+TOOLS := .tools
+$(TOOLS)/.installed:
+	test -x $(TOOLS)/bin/python || $(PYTHON) -m venv $(TOOLS)
+	$(TOOLS)/bin/python -m pip install --quiet 'checkov>=3.2,<4'
+	touch $@
+
+lint: setup $(TOOLS)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/cfn-lint infra/aws/replicator.yaml
+	$(TOOLS)/bin/checkov --skip-download --quiet --compact -f infra/aws/replicator.yaml
 
 # The disaster-recovery drill on a throw-away local stack (free ports, own directory).
 demo: setup

@@ -28,3 +28,18 @@ def test_template_declares_the_production_resources():
         "s3:ObjectRemoved:*",
     ):
         assert needed in text, needed
+
+
+def test_template_locks_down_transport_writes_and_keys():
+    text = TEMPLATE.read_text()
+    for needed in (
+        '"aws:SecureTransport": "false"',  # no plain HTTP to either bucket
+        'ArnNotLike: { "aws:PrincipalArn": !Ref WriterPrincipalArns }',  # writers only
+        "SseKmsEncryptedObjects",  # KMS-encrypted segments replicate...
+        "ReplicaKmsKeyID",  # ...re-encrypted with the destination's key
+        '"aws:SourceAccount": !Ref AWS::AccountId',  # replication role trust
+        "${BucketName}/${Prefix}/*",  # object permissions limited to the prefix
+    ):
+        assert needed in text, needed
+    assert text.count("AWS::IAM::ManagedPolicy") == 3  # egress, ingress, compaction
+    assert text.count('"aws:SecureTransport": "false"') == 2
