@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 from collections.abc import Container
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import unquote_plus
 
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.segments.errors import SegmentKeyError
 from replicator.core.segments.key import SegmentKey
+from replicator.core.untrusted_json import json_object
 
 MAX_EVENT_BYTES = 64 * 1024
 """An event names one S3 key: anything longer is not one."""
@@ -49,7 +50,7 @@ class SegmentEvent:
         tombstone, another JSON value, a field of the wrong type, text too deep)."""
         if raw is None:
             raise ValueError("a tombstone, not an event")
-        data = _json_object(raw, MAX_EVENT_BYTES)
+        data = json_object(raw, MAX_EVENT_BYTES)
         kind, s3_key = data.get("kind"), data.get("key")
         size, event_time = data.get("size", 0), data.get("event_time", "")
         if kind not in (CREATED, REMOVED):
@@ -83,7 +84,7 @@ def parse_notification(
     large, nested too deep, or any record of the wrong shape: such a message must not be
     deleted (it goes to the dead-letter queue after its retries). Nothing else escapes.
     """
-    data = _json_object(body, MAX_NOTIFICATION_BYTES)
+    data = json_object(body, MAX_NOTIFICATION_BYTES)
     if data.get("Event") == "s3:TestEvent":
         return ParsedNotification([], ["s3:TestEvent"])
     records = data.get("Records")
@@ -98,18 +99,6 @@ def parse_notification(
         else:
             events.append(parsed)
     return ParsedNotification(events, ignored)
-
-
-def _json_object(text: str | bytes, max_bytes: int) -> dict[str, Any]:
-    if len(text) > max_bytes:
-        raise ValueError(f"{len(text)} bytes, more than the {max_bytes} allowed")
-    try:
-        data = json.loads(text)
-    except RecursionError:
-        raise ValueError("JSON nested too deep") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"a JSON {type(data).__name__}, not an object")
-    return data
 
 
 def _parse_record(

@@ -36,6 +36,7 @@ from replicator.core.kafka import provenance
 from replicator.core.kafka.errors import CheckpointError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.tail import scan_back, settled_end, tail_reader, watermark_reader
+from replicator.core.untrusted_json import Kinds, check_fields, json_object
 
 TAIL_READER_GROUP = "replicator-tail-reader"
 """Never joined: tail scans assign partitions by hand."""
@@ -99,32 +100,15 @@ class Checkpoint:
     @classmethod
     def from_json(cls, raw: bytes) -> Checkpoint:
         """Parse and type-check; ``ValueError`` naming the first bad field."""
-        if len(raw) > MAX_CHECKPOINT_BYTES:
-            raise ValueError(f"{len(raw)} bytes, more than a checkpoint's {MAX_CHECKPOINT_BYTES}")
-        try:
-            data = json.loads(raw)
-        except RecursionError:
-            raise ValueError("JSON nested too deep") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"a JSON {type(data).__name__}, not an object")
-        unknown = sorted(set(data) - set(_CHECKPOINT_TYPES))
-        if unknown:
-            raise ValueError(f"unknown fields {unknown}")
-        for name, (kinds, required) in _CHECKPOINT_TYPES.items():
-            if name not in data:
-                if required:
-                    raise ValueError(f"{name} is missing")
-                continue
-            value = data[name]
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                raise ValueError(f"{name} is {value!r}, not of the expected type")
+        data = json_object(raw, MAX_CHECKPOINT_BYTES)
+        check_fields(data, _CHECKPOINT_TYPES)
         if data["next_source_offset"] < 0 or data["destination_offset"] < -1:
             raise ValueError("negative offsets")
         return cls(**data)
 
 
 MAX_CHECKPOINT_BYTES = 64 * 1024
-_CHECKPOINT_TYPES: dict[str, tuple[type | tuple[type, ...], bool]] = {
+_CHECKPOINT_TYPES: dict[str, tuple[Kinds, bool]] = {
     "destination_topic": (str, True),
     "partition": (int, True),
     "source_region": (str, True),

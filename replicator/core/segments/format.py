@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 from replicator import __version__
 from replicator.core.segments.errors import CorruptSegmentError, SegmentMismatchError
 from replicator.core.segments.key import SegmentKey
+from replicator.core.untrusted_json import Kinds, check_fields, json_object
 
 log = logging.getLogger(__name__)
 
@@ -111,23 +112,8 @@ class SegmentFooter:
     def from_json(cls, raw: bytes) -> SegmentFooter:
         """Parse and type-check a footer; ``ValueError`` naming the first field that is
         missing, unknown or of the wrong type."""
-        if len(raw) > MAX_FOOTER_BYTES:
-            raise ValueError(f"{len(raw)} bytes, more than a footer's {MAX_FOOTER_BYTES}")
-        try:
-            data = json.loads(raw)
-        except RecursionError:
-            raise ValueError("JSON nested too deep") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"a JSON {type(data).__name__}, not an object")
-        unknown = sorted(set(data) - set(_FOOTER_TYPES))
-        if unknown:
-            raise ValueError(f"unknown fields {unknown}")
-        for field, kinds in _FOOTER_TYPES.items():
-            if field not in data:
-                raise ValueError(f"{field} is missing")
-            value = data[field]
-            if isinstance(value, bool) or not isinstance(value, kinds):
-                raise ValueError(f"{field} is {value!r}, not of the expected type")
+        data = json_object(raw, MAX_FOOTER_BYTES)
+        check_fields(data, {name: (kinds, True) for name, kinds in _FOOTER_TYPES.items()})
         checksums = data["row_group_checksums"]
         if not all(isinstance(c, str) and _HEX_DIGEST.fullmatch(c) for c in checksums):
             raise ValueError("row_group_checksums are not all SHA-256 hex digests")
@@ -139,7 +125,7 @@ class SegmentFooter:
         return cls(**data)
 
 
-_FOOTER_TYPES: dict[str, type | tuple[type, ...]] = {
+_FOOTER_TYPES: dict[str, Kinds] = {
     "format_version": int,
     "region": str,
     "topic": str,

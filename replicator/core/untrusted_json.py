@@ -1,0 +1,44 @@
+"""JSON from outside the process (S3 objects, SQS messages, Kafka records, Parquet
+footers): parsed with a size cap, refused when nested too deep, and type-checked field by
+field before anything uses it. Pure.
+
+Every failure is a ``ValueError`` whose text names what is wrong (never echoing more than
+a field's value), so callers turn it into their own error with where it came from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+Kinds = type | tuple[type, ...]
+
+
+def json_object(raw: str | bytes, max_bytes: int) -> dict[str, Any]:
+    """``raw`` as a JSON object: at most ``max_bytes``, not nested too deep."""
+    if len(raw) > max_bytes:
+        raise ValueError(f"{len(raw)} bytes, more than the {max_bytes} allowed")
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def check_fields(data: Mapping[str, Any], fields: Mapping[str, tuple[Kinds, bool]]) -> None:
+    """Every key of ``data`` is one of ``fields`` (name -> (types, required)), every
+    required one is there, and each value has one of its types (a bool is no int)."""
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValueError(f"unknown fields {unknown}")
+    for name, (kinds, required) in fields.items():
+        if name not in data:
+            if required:
+                raise ValueError(f"{name} is missing")
+            continue
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, kinds):
+            raise ValueError(f"{name} is {str(value)[:80]!r}, not of the expected type")
