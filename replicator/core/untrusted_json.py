@@ -28,12 +28,12 @@ def json_object(raw: str | bytes, max_bytes: int) -> dict[str, Any]:
     return data
 
 
-def check_fields(data: Mapping[str, Any], fields: Mapping[str, tuple[Kinds, bool]]) -> None:
-    """Every key of ``data`` is one of ``fields`` (name -> (types, required)), every
-    required one is there, and each value has one of its types (a bool is no int)."""
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ValueError(f"unknown fields {unknown}")
+def check_fields(
+    data: Mapping[str, Any], fields: Mapping[str, tuple[Kinds, bool]]
+) -> dict[str, Any]:
+    """The ``fields`` (name -> (types, required)) of ``data``, each required one there and
+    each value of one of its types (a bool is no int). Other keys are left out: a newer
+    version may add fields, and an older reader must still read what it knows."""
     for name, (kinds, required) in fields.items():
         if name not in data:
             if required:
@@ -42,3 +42,4 @@ def check_fields(data: Mapping[str, Any], fields: Mapping[str, tuple[Kinds, bool
         value = data[name]
         if isinstance(value, bool) or not isinstance(value, kinds):
             raise ValueError(f"{name} is {str(value)[:80]!r}, not of the expected type")
+    return {name: data[name] for name in fields if name in data}

@@ -1,6 +1,7 @@
 """Provenance headers and checkpoints: their bytes are what existing destinations hold."""
 
 import pyarrow as pa
+import pytest
 
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import (
@@ -26,6 +27,31 @@ def test_checkpoint_round_trip_and_bytes():
     assert Checkpoint.from_json(merged.to_json()) == merged
     key = WriteTarget(SourcePartition("us-east-1", "orders.v1", 3), "copy", 3).checkpoint_key
     assert 0 <= checkpoint_partition(key, 4) < 4
+
+
+def test_a_checkpoint_of_a_newer_version_with_more_fields_is_still_read():
+    newer = (
+        b'{"destination_topic":"copy","partition":3,"source_region":"r","source_topic":"t",'
+        b'"next_source_offset":5,"destination_offset":4,"time":1.0,"added_later":[1]}'
+    )
+    assert Checkpoint.from_json(newer) == Checkpoint("copy", 3, "r", "t", 5, 4, 1.0)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[]",
+        b'{"destination_topic":"copy"}',
+        b'{"destination_topic":"c","partition":"3","source_region":"r","source_topic":"t",'
+        b'"next_source_offset":5,"destination_offset":4,"time":1.0}',
+        b'{"destination_topic":"c","partition":3,"source_region":"r","source_topic":"t",'
+        b'"next_source_offset":-5,"destination_offset":4,"time":1.0}',
+        b"[" * 100_000,
+    ],
+)
+def test_a_malformed_checkpoint_is_a_value_error(raw):
+    with pytest.raises(ValueError):
+        Checkpoint.from_json(raw)
 
 
 def test_merged_source_partitions_get_their_own_writer_and_checkpoint():

@@ -100,8 +100,7 @@ class Checkpoint:
     @classmethod
     def from_json(cls, raw: bytes) -> Checkpoint:
         """Parse and type-check; ``ValueError`` naming the first bad field."""
-        data = json_object(raw, MAX_CHECKPOINT_BYTES)
-        check_fields(data, _CHECKPOINT_TYPES)
+        data = check_fields(json_object(raw, MAX_CHECKPOINT_BYTES), _CHECKPOINT_TYPES)
         if data["next_source_offset"] < 0 or data["destination_offset"] < -1:
             raise ValueError("negative offsets")
         return cls(**data)

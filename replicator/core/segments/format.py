@@ -112,8 +112,10 @@ class SegmentFooter:
     def from_json(cls, raw: bytes) -> SegmentFooter:
         """Parse and type-check a footer; ``ValueError`` naming the first field that is
         missing, unknown or of the wrong type."""
-        data = json_object(raw, MAX_FOOTER_BYTES)
-        check_fields(data, {name: (kinds, True) for name, kinds in _FOOTER_TYPES.items()})
+        data = check_fields(
+            json_object(raw, MAX_FOOTER_BYTES),
+            {name: (kinds, True) for name, kinds in _FOOTER_TYPES.items()},
+        )
         checksums = data["row_group_checksums"]
         if not all(isinstance(c, str) and _HEX_DIGEST.fullmatch(c) for c in checksums):
             raise ValueError("row_group_checksums are not all SHA-256 hex digests")
