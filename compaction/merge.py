@@ -67,7 +67,10 @@ def run_merge(
         for segment in merge.inputs:
             # An input may start inside the previous one (another split of the same
             # offsets, see planning): only its offsets after the previous input count.
-            for table in store.open(segment).iter_tables():
+            reader = store.open(segment)
+            # A loss at the source recorded by an input stays recorded in the output.
+            writer.source_data_loss |= reader.footer.source_data_loss
+            for table in reader.iter_tables():
                 offsets = table.column("offset")
                 if len(table) and offsets[0].as_py() < next_offset:
                     table = table.filter(pc.greater_equal(offsets, next_offset))

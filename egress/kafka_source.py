@@ -35,7 +35,7 @@ from egress.planning import (
     decode_offsets,
     encode_offsets,
 )
-from egress.record_arrow import SPARK_SCHEMA_DDL, messages_to_rows, range_row
+from egress.record_arrow import SPARK_SCHEMA_DDL, loss_row, messages_to_rows, range_row
 from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_from_options
 from replicator.core.config import Config, required
 from replicator.core.kafka import provenance
@@ -131,6 +131,7 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     yield range_row(rng)
     if rng.lost:
         log.warning("writing the lost %s as a segment without records", rng)
+        yield loss_row(rng.start, rng.end)
         return
     consumer = Consumer(
         client_config(
@@ -149,7 +150,12 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
         consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
         position = rng.start
         last_progress = time.monotonic()
+        pending_loss: tuple[int, int] | None = None
+        """A loss found while reading, announced after the records before it."""
         while position < rng.end:
+            if pending_loss is not None:
+                yield loss_row(*pending_loss)
+                pending_loss = None
             records = []
             before = position
             # Never ask for more than the range still holds: consume() waits out its
@@ -163,7 +169,9 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                     except DataLossError as exc:
                         if egress.on_data_loss != "skip":
                             raise
+                        lost_from = position
                         position = _skip_loss(consumer, egress.region, rng, position, exc)
+                        pending_loss = (lost_from, position)
                         break
                     continue
                 offset = message.offset()
@@ -189,7 +197,9 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 except DataLossError as exc:
                     if egress.on_data_loss != "skip":
                         raise
+                    lost_from = position
                     position = _skip_loss(consumer, egress.region, rng, position, exc)
+                    pending_loss = (lost_from, position)
                     last_progress = time.monotonic()
                     continue
             if not records and time.monotonic() - last_progress > STALL_TIMEOUT:
@@ -197,6 +207,8 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                     f"reading {rng.topic} partition {rng.partition}: no progress at offset "
                     f"{position} for {STALL_TIMEOUT:.0f}s (planned {rng})"
                 )
+        if pending_loss is not None:
+            yield loss_row(*pending_loss)
     finally:
         consumer.close()
 

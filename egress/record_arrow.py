@@ -6,7 +6,10 @@ half-open range [range_start, range_end)), then the records (``offset`` set, ran
 columns null). The range row tells the sink which
 offsets the task covers even when the range holds no record at all (only transaction
 markers, or records compacted away), so that the sink can still write the segment that
-keeps the partition's offset space tiled.
+keeps the partition's offset space tiled. A *loss row* (``offset`` and ``topic`` null,
+``range_start``/``range_end`` the lost half-open range) says that offsets of the range were
+gone from the log when the task read it (``on_data_loss = "skip"``): the segment covering
+them records the loss in its footer.
 
 Conversion is column by column from lists, not row by row into Arrow builders.
 """
@@ -56,6 +59,14 @@ def range_row(planned: OffsetRange) -> pa.RecordBatch:
         pa.array([planned.start], pa.int64()),
         pa.array([planned.end], pa.int64()),
     ]
+    columns += [pa.nulls(1, f.type) for f in ROW_SCHEMA][4:]
+    return pa.RecordBatch.from_arrays(columns, schema=ROW_SCHEMA)
+
+
+def loss_row(start: int, end: int) -> pa.RecordBatch:
+    """Offsets [start, end) of the range being read were gone from the log."""
+    columns: list[Any] = [pa.nulls(1, pa.string()), pa.nulls(1, pa.int32())]
+    columns += [pa.array([start], pa.int64()), pa.array([end], pa.int64())]
     columns += [pa.nulls(1, f.type) for f in ROW_SCHEMA][4:]
     return pa.RecordBatch.from_arrays(columns, schema=ROW_SCHEMA)
 

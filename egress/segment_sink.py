@@ -100,6 +100,13 @@ class RangeWriter:
         """First offset the next segment covers."""
         self._open: SpooledSegment | None = None
         self._bytes = 0
+        self._loss_pending = planned.lost
+        """Offsets lost at the source lie in what the next segment to close covers."""
+
+    def mark_loss(self) -> None:
+        """Offsets from the next one to write were gone from the source log: the segment
+        that covers them says so in its footer."""
+        self._loss_pending = True
 
     def _segment(self) -> SpooledSegment:
         if self._open is None:
@@ -128,6 +135,7 @@ class RangeWriter:
         """Close the open segment covering up to offset ``last`` (inclusive)."""
         segment = self._segment()
         records = segment.writer.record_count
+        segment.writer.source_data_loss, self._loss_pending = self._loss_pending, False
         stored, _ = segment.close(last)
         self.written.segments.append(
             WrittenSegment(stored.segment_key, records, self._bytes, stored.size)
@@ -157,15 +165,19 @@ def write_ranges(config: Config, batches: Iterator[pa.RecordBatch]) -> list[Writ
         for batch in batches:
             offsets = batch.column("offset")
             if offsets.null_count:
-                # Range rows start a task's range (normally only the first row).
+                # Range rows start a task's range (normally only the first row); loss
+                # rows (no topic) mark offsets of the current range lost at the source.
                 range_rows = np.flatnonzero(offsets.is_null().to_numpy(zero_copy_only=False))
                 bounds = [*range_rows.tolist(), batch.num_rows]
                 if bounds[0] > 0:
                     _feed(current, batch.slice(0, bounds[0]))
                 for i, row in enumerate(bounds[:-1]):
-                    if current is not None:
-                        done.append(current.finish())
-                    current = _start_range(store, egress.region, config, batch, row)
+                    if batch.column("topic")[row].is_valid:
+                        if current is not None:
+                            done.append(current.finish())
+                        current = _start_range(store, egress.region, config, batch, row)
+                    elif current is not None:  # a loss row
+                        current.mark_loss()
                     _feed(current, batch.slice(row + 1, bounds[i + 1] - row - 1))
             else:
                 _feed(current, batch)

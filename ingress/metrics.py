@@ -60,6 +60,12 @@ class IngressMetrics:
             LABELS,
             registry=r,
         )
+        self.source_data_loss = Counter(
+            "replicator_ingress_source_data_loss_segments",
+            "Segments replayed that cover offsets lost at the source before export",
+            LABELS,
+            registry=r,
+        )
         self.halted = Gauge(
             "replicator_ingress_partition_halted",
             "1 while a partition is halted (corrupt or lost segment)",

@@ -318,7 +318,9 @@ class PartitionWorker(threading.Thread):
         self.status.state = "replaying"
         produced_until: int | None = None  # next offset after the open transaction's records
         try:
-            tables = self._store.open(stored).iter_tables()
+            reader = self._store.open(stored)
+            self._report_source_loss(stored, getattr(reader, "footer", None))
+            tables = reader.iter_tables()
             while not self._stopping.is_set():
                 if produced_until is not None:
                     # Never hold a transaction open across a read: a slow S3 read or a
@@ -372,6 +374,22 @@ class PartitionWorker(threading.Thread):
             self.metrics.checkpoint_offset.labels(*self._labels).set(produced_until)
 
     # -- bookkeeping ----------------------------------------------------------------------
+
+    def _report_source_loss(self, stored: StoredSegment, footer: Any) -> None:
+        """Egress skipped offsets this segment covers because the source no longer held
+        them (``on_data_loss = "skip"``): not a gap to wait for, but a loss to report."""
+        if footer is None or not footer.source_data_loss:
+            return
+        key = stored.segment_key
+        self.metrics.source_data_loss.labels(*self._labels).inc()
+        self.log.error(
+            "SOURCE DATA LOSS: %s covers offsets %d..%d, some of them gone from the source "
+            "before egress read them (egress on_data_loss = skip); going on",
+            stored.s3_key,
+            key.start,
+            key.end,
+            extra={"key": stored.s3_key, "start": key.start, "end": key.end},
+        )
 
     def _count(self, table: Any, filtered: int = 0) -> None:
         if filtered:

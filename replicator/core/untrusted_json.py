@@ -40,6 +40,7 @@ def check_fields(
                 raise ValueError(f"{name} is missing")
             continue
         value = data[name]
-        if isinstance(value, bool) or not isinstance(value, kinds):
+        allowed = kinds if isinstance(kinds, tuple) else (kinds,)
+        if (isinstance(value, bool) and bool not in allowed) or not isinstance(value, allowed):
             raise ValueError(f"{name} is {str(value)[:80]!r}, not of the expected type")
     return {name: data[name] for name in fields if name in data}

@@ -6,6 +6,9 @@ import subprocess
 import sys
 
 from compaction.job import CompactionJob
+from compaction.merge import run_merge
+from compaction.planning import Merge
+from replicator.core.segments.key import SegmentKey
 from tests.fixtures.compaction import records, segments
 from tests.fixtures.independent import assert_tiles
 from tests.fixtures.stack import SOURCE
@@ -134,3 +137,16 @@ def test_overlapping_versions_are_merged_once_and_nothing_is_stranded(
     final = segments(local_stack, setup)[0]
     assert [(s.level, s.start, s.end) for s in final] == [(2, 0, 34)]
     assert [r[0] for r in records(final)] == list(range(35))
+
+
+def test_a_loss_at_the_source_recorded_by_an_input_stays_recorded(local_stack, compaction_setup):
+    setup = compaction_setup()
+    setup.fill(partitions=1, segments=1, per_segment=10)  # 0..9
+    lost = setup.store.spooled(SegmentKey(SOURCE, setup.topic, 0, 0, 10, 19))
+    lost.writer.source_data_loss = True
+    lost.close()
+    inputs = tuple(setup.store.list_segments(SOURCE, setup.topic, 0))
+    output = SegmentKey(SOURCE, setup.topic, 0, 1, 0, 19)
+    run_merge(setup.config, SOURCE, Merge(output, inputs), None, delete=False)
+    footer = setup.store.open(output).footer
+    assert footer.source_data_loss and footer.record_count == 10

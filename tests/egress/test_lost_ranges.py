@@ -36,13 +36,15 @@ def test_a_skipped_loss_is_a_range_that_is_not_read_and_becomes_an_empty_segment
         OffsetRange(topic, 0, 100, 250, lost=True),
         OffsetRange(topic, 1, 50, 60),
     ]
-    # Reading the lost range never touches Kafka: only its range row comes out.
+    # Reading the lost range never touches Kafka: only its range row and a loss row.
     batches = list(read_range(config, ranges[0]))
-    assert [b.num_rows for b in batches] == [1]
+    assert [b.num_rows for b in batches] == [1, 1]
     written = write_ranges(config, iter(batches))
-    segments = local_stack.store(SOURCE, config.bucket(SOURCE)).list_segments(SOURCE, topic, 0)
+    store = local_stack.store(SOURCE, config.bucket(SOURCE))
+    segments = store.list_segments(SOURCE, topic, 0)
     assert [(s.segment_key.start, s.segment_key.end) for s in segments] == [(100, 249)]
     assert written[0].segments[0].records == 0
+    assert store.open(segments[0]).footer.source_data_loss  # ingress will report it
     # A reader at 100 reads it (no records) and is then caught up: no gap, no wait.
     keys = [s.segment_key for s in segments]
     assert next_step(100, keys) == ReadNext(keys[0])
@@ -70,11 +72,14 @@ def test_a_planned_range_gone_before_it_is_read_completes_with_skip(
             list(read_range(config, planned))
         return
     batches = list(read_range(config, planned))
-    assert [b.num_rows for b in batches] == [1]  # the range row: nothing to read
+    assert [b.num_rows for b in batches] == [1, 1]  # the range row, the loss row
     written = write_ranges(config, iter(batches))
     assert [(s.segment_key.start, s.segment_key.end, s.records) for s in written[0].segments] == [
         (50, 59, 0)
     ]
+    store = local_stack.store(SOURCE, config.bucket(SOURCE))
+    [segment] = store.list_segments(SOURCE, topic, 0)
+    assert store.open(segment).footer.source_data_loss
 
 
 def test_resuming_after_a_loss_goes_to_the_log_start_or_the_range_end():

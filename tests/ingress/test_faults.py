@@ -13,6 +13,7 @@ from confluent_kafka import Producer
 from ingress.service import IngressService
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.segments.key import SegmentKey
 from tests.fixtures.hostile import HOSTILE
 from tests.fixtures.ingress import provenance_offsets, segment_batch
 from tests.fixtures.relay import create_topic
@@ -104,6 +105,29 @@ def test_skip_continues_after_a_lost_segment(local_stack, ingress_setup):
     _, code = run_to_end(setup)
     assert code == 0
     assert provenance_offsets(local_stack, setup, 0) == [*range(10), *range(20, 30)]
+
+
+def test_offsets_lost_at_the_source_are_reported_and_replay_goes_on(
+    local_stack, ingress_setup, caplog
+):
+    """Egress skipped 10..19 (gone from the source log, on_data_loss = skip) and wrote a
+    segment without records saying so: ingress neither waits for them nor halts (the
+    partition is configured to halt on a lost segment), it reports them."""
+    setup = ingress_setup()
+    setup.put_descriptor(1, export_start={0: 0})
+    setup.put_segment(0, 0, 9, segment_batch(0, 10))
+    lost = setup.store.spooled(SegmentKey(SOURCE, setup.topic, 0, 0, 10, 19))
+    lost.writer.source_data_loss = True
+    stored, _ = lost.close()
+    setup.put_segment(0, 20, 29, segment_batch(20, 10))
+    with caplog.at_level(logging.ERROR):
+        service, code = run_to_end(setup)
+    assert code == 0
+    assert provenance_offsets(local_stack, setup, 0) == [*range(10), *range(20, 30)]
+    reports = [r.getMessage() for r in caplog.records if "SOURCE DATA LOSS" in r.getMessage()]
+    assert len(reports) == 1 and stored.s3_key in reports[0] and "10..19" in reports[0]
+    assert metric(service, "replicator_ingress_source_data_loss_segments_total", 0) == 1
+    assert metric(service, "replicator_ingress_lost_segments_total", 0) == 0
 
 
 def test_compacted_and_transactional_ranges_raise_no_lost_segment(local_stack, ingress_setup):

@@ -102,10 +102,15 @@ class SegmentFooter:
     writer_version: str
     checksum: str
     row_group_checksums: tuple[str, ...]
+    source_data_loss: bool = False
+    """Offsets this segment covers were gone from the source log before egress read them
+    (``on_data_loss = "skip"``): readers report the loss instead of calling it a gap."""
 
     def to_json(self) -> bytes:
         data = asdict(self)
         data["row_group_checksums"] = list(self.row_group_checksums)
+        if not self.source_data_loss:
+            del data["source_data_loss"]  # footers without a loss stay as they were
         return json.dumps(data, separators=(",", ":")).encode()
 
     @classmethod
@@ -114,7 +119,7 @@ class SegmentFooter:
         missing, unknown or of the wrong type."""
         data = check_fields(
             json_object(raw, MAX_FOOTER_BYTES),
-            {name: (kinds, True) for name, kinds in _FOOTER_TYPES.items()},
+            {name: (kinds, name != "source_data_loss") for name, kinds in _FOOTER_TYPES.items()},
         )
         checksums = data["row_group_checksums"]
         if not all(isinstance(c, str) and _HEX_DIGEST.fullmatch(c) for c in checksums):
@@ -142,6 +147,7 @@ _FOOTER_TYPES: dict[str, Kinds] = {
     "writer_version": str,
     "checksum": str,
     "row_group_checksums": list,
+    "source_data_loss": bool,
 }
 
 
@@ -246,6 +252,8 @@ class SegmentWriter:
         self._first: int | None = None
         self._last: int | None = None
         self._closed = False
+        self.source_data_loss = False
+        """Set by a writer that knows covered offsets were lost at the source."""
         self._writer = pq.ParquetWriter(
             sink,
             SCHEMA,
@@ -355,6 +363,7 @@ class SegmentWriter:
             writer_version=__version__,
             checksum=combine_checksums(self._checksums),
             row_group_checksums=tuple(self._checksums),
+            source_data_loss=self.source_data_loss,
         )
         self._writer.add_key_value_metadata({FOOTER_KEY: footer.to_json()})
         self._writer.close()
