@@ -21,6 +21,7 @@ from compaction.merge import MergeResult, run_merge, verify
 from compaction.planning import Merge, PartitionPlan, plan_partition
 from replicator.core.config import Config, required
 from replicator.core.errors import ConfigError
+from replicator.core.segments.errors import SegmentError
 from replicator.core.spark import config_from_json, config_to_json, spark_session
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ class RunReport:
     seconds: float = 0.0
     merge_seconds: float = 0.0
     skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    """Merges not done because an input is unusable: each with the key and the reason."""
     stopped_early: bool = False
 
     def summary(self) -> str:
@@ -47,6 +50,7 @@ class RunReport:
             f"{self.bytes_in} bytes in, {self.bytes_out} bytes out, {self.records} records, "
             f"{self.seconds:.1f}s"
             + (", stopped early" if self.stopped_early else "")
+            + (f"; FAILED: {len(self.failed)} ({self.failed[0]})" if self.failed else "")
             + (
                 f"; skipped: {len(self.skipped)} ({self.skipped[0]}"
                 + (", ..." if len(self.skipped) > 1 else "")
@@ -58,8 +62,15 @@ class RunReport:
 
 
 def _merge_task(payload: tuple[str, str, Merge, str | None, bool]) -> MergeResult:
+    """One merge in a Spark task. An input that is not a usable segment (corrupt, hostile,
+    not matching its key) fails this merge only, with the key and the reason: raising
+    would fail the whole run, and every later run at the same place."""
     config_json, region, merge, storage_class, delete = payload
-    return run_merge(config_from_json(config_json), region, merge, storage_class, delete)
+    try:
+        return run_merge(config_from_json(config_json), region, merge, storage_class, delete)
+    except SegmentError as exc:
+        log.error("not merging into %s: %s", merge.output, exc)
+        return MergeResult(merge.output, 0, 0, 0, 0, 0, 0.0, failed=str(exc))
 
 
 class CompactionJob:
@@ -193,6 +204,9 @@ class CompactionJob:
                     .collect()
                 )
                 for result in results:
+                    if result.failed:
+                        report.failed.append(result.failed)
+                        continue
                     report.segments_read += result.inputs
                     report.segments_written += 1
                     report.segments_deleted += result.deleted
@@ -218,6 +232,7 @@ def export(report: RunReport, config: Config) -> CollectorRegistry:
         "bytes_out": report.bytes_out,
         "records": report.records,
         "partitions": report.partitions,
+        "merges_failed": len(report.failed),
         "duration_seconds": report.seconds,
         "last_run_timestamp_seconds": time.time(),
     }

@@ -42,6 +42,8 @@ class MergeResult:
     bytes_out: int
     deleted: int
     seconds: float
+    failed: str = ""
+    """Why the merge was not done (an input is not a usable segment); empty if it was."""
 
 
 def verify(store: SegmentStore, stored: StoredSegment, expected_records: int) -> None:

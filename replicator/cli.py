@@ -108,16 +108,19 @@ def _compact(args: argparse.Namespace) -> int:
         return 0
     stop = threading.Event()
 
+    failed: list[str] = []
+
     def run() -> None:
         report = job.run_once()
         export(report, config)
         print(report.summary(), flush=True)
+        failed[:] = report.failed
 
     with stop_on_signals(stop, job.stop, then="stopping between merges"):
         if args.once or args.from_level is not None:
             run()
-        else:
-            run_on_schedule(compaction.schedule, run, stop)
+            return 1 if failed else 0
+        run_on_schedule(compaction.schedule, run, stop)
     return 0
 
 

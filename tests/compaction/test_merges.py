@@ -10,6 +10,7 @@ from compaction.merge import run_merge
 from compaction.planning import Merge
 from replicator.core.segments.key import SegmentKey
 from tests.fixtures.compaction import records, segments
+from tests.fixtures.hostile import dictionary_bomb
 from tests.fixtures.independent import assert_tiles
 from tests.fixtures.stack import SOURCE
 
@@ -150,3 +151,20 @@ def test_a_loss_at_the_source_recorded_by_an_input_stays_recorded(local_stack, c
     run_merge(setup.config, SOURCE, Merge(output, inputs), None, delete=False)
     footer = setup.store.open(output).footer
     assert footer.source_data_loss and footer.record_count == 10
+
+
+def test_a_hostile_input_fails_only_its_merge_naming_the_key(local_stack, compaction_setup, spark):
+    setup = compaction_setup(max_segment_count=4)
+    setup.fill(partitions=2, segments=4, per_segment=10)
+    key = SegmentKey(SOURCE, setup.topic, 1, 0, 10, 19)
+    s3_key = key.to_s3_key("data")
+    local_stack.s3().put_object(Bucket=setup.bucket, Key=s3_key, Body=dictionary_bomb(key))
+
+    report = CompactionJob(setup.config, spark=spark).run_once()
+
+    assert len(report.failed) == 1 and s3_key in report.failed[0], report.failed
+    assert "dictionary-encoded" in report.failed[0]
+    assert "FAILED: 1" in report.summary()
+    after = segments(local_stack, setup)
+    assert [(s.level, s.start, s.end) for s in after[0]] == [(1, 0, 39)]
+    assert [s.level for s in after[1]] == [0, 0, 0, 0]  # untouched, for an operator to look at
