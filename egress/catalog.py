@@ -14,7 +14,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaException, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    IsolationLevel,
+    KafkaException,
+    TopicCollection,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from egress.planning import TopicPartitionKey
@@ -61,6 +67,18 @@ class SourceCatalog:
         if self._pattern is not None:
             names |= {n for n in found if not n.startswith("__") and self._pattern.fullmatch(n)}
         return sorted((n, p) for n in names for p in found[n].partitions)
+
+    def topic_ids(self, topics: list[str]) -> dict[str, str | None]:
+        """The broker's id of each topic (it changes when a topic is deleted and created
+        again); None where the broker reports none."""
+        if not topics:
+            return {}
+        try:
+            futures = self.admin.describe_topics(TopicCollection(sorted(topics)))
+            found = {name: future.result(timeout=30) for name, future in futures.items()}
+        except KafkaException as exc:
+            raise BrokerError.from_kafka("describing topics", exc.args[0]) from None
+        return {name: _topic_id(d) for name, d in found.items()}
 
     def watermarks(self, tps: list[TopicPartitionKey]) -> dict[TopicPartitionKey, tuple[int, int]]:
         """(log start, log end) per partition; the end is the last stable offset when
@@ -117,3 +135,9 @@ class SourceCatalog:
                 f"cannot describe configs of topic {topic}", exc.args[0]
             ) from None
         return {name: entry.value for name, entry in entries.items() if entry.value is not None}
+
+
+def _topic_id(description: Any) -> str | None:
+    topic_id = getattr(description, "topic_id", None)
+    text = str(topic_id) if topic_id is not None else ""
+    return text if text and text.strip("A=") else None  # all zeros: no id

@@ -17,6 +17,7 @@ import logging
 from egress.catalog import SourceCatalog
 from egress.driver_state import DriverState
 from egress.errors import DataLossError
+from egress.generations import TopicGenerations
 from egress.planning import (
     Limits,
     Offsets,
@@ -28,6 +29,7 @@ from egress.planning import (
 )
 from replicator.core.config import Config, EgressConfig, required
 from replicator.core.logs import partition_fields
+from replicator.core.segments.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,9 @@ class Planner:
         self.egress = required(config, "egress")
         self.catalog = catalog or SourceCatalog(config)
         self.state = DriverState(self.egress.state_dir)
+        self.generations = TopicGenerations(
+            config, self.catalog, SegmentStore.for_region(config, self.egress.region)
+        )
         self.clocks: dict[TopicPartitionKey, PendingClock] = {}
         self.target: Offsets | None = None
         """With ``--stop-at-end``: the log ends seen at start, where the query stops."""
@@ -86,6 +91,12 @@ class Planner:
     def plan(self, start: Offsets, now: float) -> tuple[Offsets, Offsets]:
         """The end offsets of the next batch, and the ranges it skips over."""
         tps = self.catalog.partitions()
+        # A topic deleted and created again is held where it is (ERROR, see generations).
+        held = self.generations.check(sorted({t for t, _ in tps}))
+        if held:
+            tps = [tp for tp in tps if tp[0] not in held]
+            if self.target is not None:
+                self.target = {tp: o for tp, o in self.target.items() if tp[0] not in held}
         new = [tp for tp in tps if tp not in start]
         end: Offsets = dict(start)
         if new:

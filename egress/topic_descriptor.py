@@ -7,6 +7,9 @@ Ingress starts a partition's first replay exactly there, so a backlog whose segm
 the destination out of order (bucket replication keeps no order) is never cut short at
 whichever segment happened to arrive first.
 
+The descriptor also names the topic id of the generation exported (see
+:mod:`egress.generations`); a re-created topic's descriptor is left as it is.
+
 Partition count and configs are refreshed when they change (checked every
 ``[egress] descriptor_interval``). A partition's export start is found once, by listing
 its segments, as soon as the sink has recorded a segment of it (:mod:`egress.driver_state`,
@@ -21,6 +24,7 @@ from typing import Any
 
 from egress.catalog import SourceCatalog
 from egress.driver_state import DriverState
+from egress.generations import TopicGenerations
 from replicator.core.aws.errors import ObjectNotFoundError
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
@@ -44,6 +48,7 @@ class DescriptorPublisher:
         self._counts: dict[str, int] = {}
         self._starts: dict[str, dict[int, int]] = {}
         self._loaded: set[str] = set()
+        self._generations = TopicGenerations(config, catalog, self._store)
 
     def publish(self) -> None:
         """Write the descriptors that changed since the last call; never raises for a
@@ -52,6 +57,10 @@ class DescriptorPublisher:
             self._counts = {}
             for topic, _partition in self._catalog.partitions():
                 self._counts[topic] = self._counts.get(topic, 0) + 1
+            # A re-created topic's descriptor keeps naming the generation in the bucket.
+            held = self._generations.check(sorted(self._counts))
+            for topic in sorted(held):
+                del self._counts[topic]
             for topic in sorted(self._counts):
                 if topic not in self._loaded:  # once: later ones come from the sink's stats
                     self._find_starts(topic, list(range(self._counts[topic])))
@@ -102,7 +111,14 @@ class DescriptorPublisher:
 
     def _write(self, topic: str, configs: dict[str, str]) -> None:
         count = self._counts[topic]
-        descriptor = describe(topic, count, configs, self.egress.region, self._starts.get(topic))
+        descriptor = describe(
+            topic,
+            count,
+            configs,
+            self.egress.region,
+            self._starts.get(topic),
+            topic_id=self._generations.topic_id(topic),
+        )
         if self._published.get(topic) == descriptor:
             return
         key = topic_descriptor_s3_key(self.config.s3.prefix, self.egress.region, topic)

@@ -24,8 +24,9 @@ def describe(
     configs: dict[str, str],
     region: str,
     export_start: dict[int, int] | None = None,
+    topic_id: str | None = None,
 ) -> dict[str, Any]:
-    return {
+    descriptor: dict[str, Any] = {
         "format_version": DESCRIPTOR_VERSION,
         "region": region,
         "topic": topic,
@@ -33,6 +34,24 @@ def describe(
         "configs": copied_configs(configs),
         "export_start": {str(p): o for p, o in sorted((export_start or {}).items())},
     }
+    if topic_id is not None:
+        descriptor["topic_id"] = topic_id
+    return descriptor
+
+
+def recorded_topic_id(descriptor: Any) -> str | None:
+    """The topic id (the broker's, for this generation of the topic) the exported segments
+    came from; None when not recorded. Pure."""
+    if not isinstance(descriptor, dict):
+        return None
+    value = descriptor.get("topic_id")
+    return value if isinstance(value, str) and 0 < len(value) <= 64 else None
+
+
+def recreated(recorded: str | None, current: str | None) -> bool:
+    """Whether the topic now is another generation than the one exported: the broker
+    names both and they differ (a topic deleted and created again). Pure."""
+    return recorded is not None and current is not None and recorded != current
 
 
 def export_starts(descriptor: Any) -> dict[int, int] | None:
