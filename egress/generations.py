@@ -49,8 +49,10 @@ class TopicGenerations:
         try:
             self.current.update(self._catalog.topic_ids(topics))
             for topic in topics:
-                if topic not in self._recorded:
-                    self._recorded[topic] = self._read_recorded(topic)
+                if self._recorded.get(topic) is None:
+                    # Nothing recorded yet (a topic exported for the first time): the
+                    # generation seen first is the one this run exports.
+                    self._recorded[topic] = self._read_recorded(topic) or self.current.get(topic)
         except ReplicatorError as exc:
             log.warning("could not check topic generations: %s", exc)
             return self.recreated & set(topics)

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import cast
 
 from confluent_kafka import Producer
 
+from egress.catalog import SourceCatalog
+from egress.generations import TopicGenerations
 from egress.job import EgressJob
 from replicator.core.segments.descriptor import recorded_topic_id, recreated
 from replicator.core.segments.key import topic_descriptor_s3_key
@@ -36,9 +39,7 @@ def test_generations_differ_only_when_the_broker_names_both():
     assert recorded_topic_id({"topic_id": 5}) is None and recorded_topic_id([]) is None
 
 
-def test_a_recreated_topic_is_held_with_an_error(
-    local_stack, egress_config, unique, spark, caplog
-):
+def test_a_recreated_topic_is_held_with_an_error(local_stack, egress_config, unique, spark, caplog):
     topic = unique("regen")
     create_topic(local_stack, topic, 1)
     produce(local_stack, topic, 10)
@@ -63,3 +64,31 @@ def test_a_recreated_topic_is_held_with_an_error(
     assert any(f"topic {topic} was deleted and created again" in m for m in errors), errors
     assert covered(local_stack, config, topic) == first  # nothing of the new topic exported
     assert recorded_topic_id(store.get_json(descriptor_key)) == exported_id
+
+
+class _Ids:
+    """The catalog's topic-id look-up, answering what the test sets."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, str | None] = {}
+
+    def topic_ids(self, topics: list[str]) -> dict[str, str | None]:
+        return {t: self.ids.get(t) for t in topics}
+
+
+def test_a_topic_recreated_while_egress_runs_is_noticed_without_a_descriptor(
+    local_stack, egress_config, unique, caplog
+):
+    topic = unique("midrun")
+    config, _ = egress_config({topic: {}})
+    ids = _Ids()
+    generations = TopicGenerations(
+        config, cast(SourceCatalog, ids), local_stack.store(SOURCE, config.bucket(SOURCE))
+    )
+    ids.ids[topic] = "first"
+    assert generations.check([topic], force=True) == set()
+    ids.ids[topic] = "second"
+    with caplog.at_level(logging.ERROR):
+        assert generations.check([topic], force=True) == {topic}
+    assert any("deleted and created again" in r.getMessage() for r in caplog.records)
+    assert generations.topic_id(topic) == "second"
