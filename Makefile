@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= config.example.toml
 
-.PHONY: setup test unit lint demo bench stack-up stack-down stack-status clean
+.PHONY: setup test unit lint demo chaos bench stack-up stack-down stack-status clean
 
 setup: $(VENV)/.installed
 
@@ -45,6 +45,12 @@ lint: setup $(TOOLS)/.installed
 # The disaster-recovery drill on a throw-away local stack (free ports, own directory).
 demo: setup
 	$(BIN)/python -m infra.drill
+
+# The pipeline under random faults for 5 minutes (CHAOS_SECONDS=… to change), then verified
+# record by record; prints the faults injected and what was lost or duplicated.
+CHAOS_SECONDS ?= 300
+chaos: setup
+	$(BIN)/python -m infra.chaos --seconds $(CHAOS_SECONDS)
 
 # Speed and memory next to the raw clients, measured side by side in one run (~5 min).
 bench: setup

@@ -79,6 +79,8 @@ group_offsets_interval = "1s"
 [egress.defaults]
 max_segment_age = "2s"
 max_segment_bytes = "64MiB"
+# Several segments per partition however late egress runs, so compaction has work.
+max_segment_messages = 2000
 
 [egress.topics."demo.accounts"]
 [egress.topics."demo.clicks"]

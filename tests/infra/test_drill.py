@@ -2,7 +2,11 @@
 
 import io
 
+import pytest
+
 from infra.drill import TOPICS, DrillOptions, run_drill
+
+pytestmark = pytest.mark.integration  # starts its own local stack
 
 
 def test_drill_survives_ingress_kill_and_status_matches_the_stack(tmp_path):

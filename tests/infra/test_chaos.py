@@ -1,0 +1,25 @@
+"""The short chaos soak (`make chaos` runs the long one): every kind of fault injected
+while the pipeline streams, and afterwards nothing lost, nothing duplicated."""
+
+import io
+
+import pytest
+
+from infra.chaos import FAULTS, ChaosOptions, run_chaos
+
+pytestmark = pytest.mark.integration  # starts its own local stack
+
+
+def test_a_short_chaos_soak_loses_and_duplicates_nothing(tmp_path):
+    out = io.StringIO()
+    result = run_chaos(
+        ChaosOptions(
+            workdir=tmp_path / "chaos", seconds=90, rate=1_000, max_pause=6, gap=(2.0, 5.0)
+        ),
+        out,
+    )
+    text = out.getvalue()
+    assert result.passed, text
+    assert set(result.faults) == set(FAULTS), text  # every kind at least once
+    assert result.lost == 0 and result.duplicated == 0, text
+    assert result.replayed == result.produced > 90_000, text
