@@ -1,14 +1,16 @@
 """The chaos soak behind ``make chaos``: the drill's pipeline under random faults.
 
-Egress, the replication stand-in and ingress stream the drill's workload (every record
+Egress, the replication stand-in and ingress — and the relay, straight from Kafka to
+Kafka — stream the drill's workload (every record
 shape: keys, tombstones, empty values, headers with null values) from us-east-1 to
 us-west-1 for ``--seconds`` while one fault at a time is injected at random moments,
-every kind in turn (shuffled): kill -9 of egress or of ingress and a restart, SIGSTOP of a
+every kind in turn (shuffled): kill -9 of egress, ingress or the relay and a restart, SIGSTOP of a
 broker or of the S3/SQS endpoint for up to ``--max-pause`` seconds then SIGCONT, a
 compaction run next to the streaming services, duplicated S3 notifications and malformed
-SQS messages. Then production stops, the destination catches up, and every destination
-partition is compared record by record with its source (and the segments with the source
-too). It prints a table: faults by kind, records produced and replayed, lost and
+SQS messages. Then production stops, the destination catches up, a restore of one topic
+from the archive into a new topic is killed with SIGKILL midway and run again, and every
+copy (ingress's, the relay's, the restore's) is compared partition by partition with its
+source. It prints a table: faults by kind, records produced and replayed, lost and
 duplicated (both must be 0), the longest stall. Exit status 1 when anything was lost or
 duplicated or the destination did not catch up.
 """
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.drill import (
@@ -55,9 +58,22 @@ from replicator.core.aws.clients import sqs_client
 from replicator.core.config import Config, required
 from replicator.core.segments.store import SegmentStore
 
+RELAYED = "demo.clicks.relayed"
+RESTORED = "demo.accounts.restored"
+RELAY_SECTION = f"""
+[relay]
+sources = ["{SOURCE}"]
+destination = "{DESTINATION}"
+checkpoint_interval = "500ms"
+
+[[relay.topics]]
+source_topic = "{CLICKS}"
+destination_topic = "{RELAYED}"
+"""
 FAULTS = (
     "kill egress",
     "kill ingress",
+    "kill relay",
     f"pause kafka-{SOURCE}",
     f"pause kafka-{DESTINATION}",
     "pause s3+sqs",
@@ -91,6 +107,8 @@ class ChaosResult:
     lost: int = 0
     duplicated: int = 0
     longest_stall: float = 0.0
+    copies: dict[str, int] = field(default_factory=dict)
+    """Records read back per copy: ingress's per topic, the relay's, the restore's."""
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -98,10 +116,11 @@ class ChaosResult:
         return not self.problems and self.lost == 0 and self.duplicated == 0
 
     def table(self) -> str:
-        rows = [(kind, str(self.faults.get(kind, 0))) for kind in FAULTS]
+        rows = [(kind, str(self.faults.get(kind, 0))) for kind in (*FAULTS, "kill restore")]
         rows += [
             ("records produced", f"{self.produced:,}"),
-            ("records replayed", f"{self.replayed:,}"),
+            *((f"records in {name}", f"{n:,}") for name, n in sorted(self.copies.items())),
+            ("records read back", f"{self.replayed:,}"),
             ("lost", str(self.lost)),
             ("duplicated", str(self.duplicated)),
             ("longest stall", f"{self.longest_stall:.1f}s"),
@@ -128,8 +147,12 @@ class Chaos:
         root = self.options.workdir.resolve()
         (root / "logs").mkdir(parents=True, exist_ok=True)
         config_path = root / "chaos.toml"
-        toml = local_regions("chaos") + JOB_SECTIONS.format(
-            egress_metrics=free_port(), ingress_metrics=free_port(), root=root
+        toml = (
+            local_regions("chaos")
+            + JOB_SECTIONS.format(
+                egress_metrics=free_port(), ingress_metrics=free_port(), root=root
+            )
+            + RELAY_SECTION
         )
         services: list[Service] = []
         with running_stack(config_path, toml, root / "stack") as config:
@@ -175,7 +198,7 @@ class Chaos:
             services.append(made)
             return made
 
-        egress, ingress = service("egress"), service("ingress")
+        egress, ingress, relay = service("egress"), service("ingress"), service("relay")
         egress.wait_for_log(STARTED_LINE, 180)
         destinations = {s.topic: s.destination for s in required(config, "ingress").sources}
         tail = DestinationTail(west, destinations, options.partitions)
@@ -203,9 +226,15 @@ class Chaos:
                 if workload.done.is_set():
                     break
                 kind = kinds.pop()
-                egress, ingress = self._inject(
-                    kind, config, stack, egress, ingress, service, services, common, root
-                )
+                if kind == "kill relay":
+                    relay.kill()
+                    services.remove(relay)
+                    relay = service("relay")
+                    self.say(f"kill -9 relay; restarted (pid {relay.pid})")
+                else:
+                    egress, ingress = self._inject(
+                        kind, config, stack, egress, ingress, service, services, common, root
+                    )
                 self.result.faults[kind] += 1
                 stall.sample()
             if workload.error is not None:
@@ -215,7 +244,9 @@ class Chaos:
             while True:
                 ends = source_ends(east, options.partitions)
                 if all(tail.counts.get(k, 0) >= n for k, n in ends.items()):
-                    break
+                    relayed = _ends(west, RELAYED, options.partitions)
+                    if all(relayed[p] >= ends[(CLICKS, p)] for p in range(options.partitions)):
+                        break
                 if time.monotonic() > deadline:
                     self.result.problems.append(
                         f"the destination did not catch up within {options.drain_timeout:.0f}s"
@@ -226,9 +257,11 @@ class Chaos:
             tail.close()
         self.result.longest_stall = stall.longest
         self.result.produced = sum(source_ends(east, options.partitions).values())
-        for running in (egress, ingress):
+        for running in (egress, ingress, relay):
             running.stop()
-        self._count(east, west, destinations)
+        self._restore(common, root)
+        self._count(east, west, {**destinations, f"{CLICKS} (relay)": RELAYED})
+        self._count(east, west, {f"{ACCOUNTS} (restore)": RESTORED})
 
     def _wait(self, seconds: float, workload: Workload | None, stall: StallMeter) -> None:
         deadline = time.monotonic() + seconds
@@ -284,21 +317,49 @@ class Chaos:
             self.say(f"sent {len(MALFORMED)} malformed SQS messages")
         return egress, ingress
 
+    def _restore(self, common: list[str], root: Path) -> None:
+        """Restore one topic from the destination bucket into a new topic, killed with
+        SIGKILL once midway and run again."""
+        command = [sys.executable, "-m", "replicator", "restore", *common]
+        command += ["--topic", ACCOUNTS, "--into-topic", RESTORED]
+        victim = Service("restore", command[3:], root / "logs" / "restore-1.log")
+        victim.start()
+        time.sleep(self.rng.uniform(8.0, 15.0))
+        victim.kill()
+        self.result.faults["kill restore"] += 1
+        self.say("kill -9 restore midway; running it again")
+        with (root / "logs" / "restore-2.log").open("wb") as sink:
+            rerun = subprocess.run(command, stdout=sink, stderr=subprocess.STDOUT, timeout=900)
+        if rerun.returncode != 0:
+            self.result.problems.append(f"restore exited with {rerun.returncode} on its rerun")
+
     def _count(self, east: str, west: str, destinations: dict[str, str]) -> None:
-        for topic in TOPICS:
+        """Compare each destination (by the source topic it copies) with its source."""
+        for name, destination in destinations.items():
+            topic = name.split(" (")[0]
             for partition in range(self.options.partitions):
                 source = [r[0] for r in read_partition(east, topic, partition)]
                 copied = [
                     _with_source_offset(r, SOURCE, topic, partition)[0]
-                    for r in read_partition(west, destinations[topic], partition)
+                    for r in read_partition(west, destination, partition)
                 ]
                 self.result.replayed += len(copied)
                 self.result.lost += len(set(source) - set(copied))
                 self.result.duplicated += len(copied) - len(set(copied))
-                if sorted(set(copied)) != sorted(set(copied) & set(source)) or copied != sorted(
-                    copied
-                ):
-                    self.result.problems.append(f"{topic}[{partition}]: out of order or foreign")
+                self.result.copies[name] = self.result.copies.get(name, 0) + len(copied)
+                if set(copied) - set(source) or copied != sorted(copied):
+                    self.result.problems.append(f"{name}[{partition}]: out of order or foreign")
+
+
+def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """Committed records per partition of ``topic`` (0 while it does not exist yet)."""
+    counts = {}
+    for partition in range(partitions):
+        try:
+            counts[partition] = len(read_partition(bootstrap, topic, partition))
+        except (DrillFailedError, KafkaException):
+            counts[partition] = 0
+    return counts
 
 
 class StallMeter:
