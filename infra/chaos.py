@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.drill import (
     ACCOUNTS,
@@ -48,6 +47,7 @@ from infra.drill import (
     Service,
     Workload,
     _with_source_offset,
+    create_workload_topics,
     read_partition,
     source_ends,
 )
@@ -179,15 +179,7 @@ class Chaos:
         options = self.options
         east = config.region(SOURCE).kafka.bootstrap_servers
         west = config.region(DESTINATION).kafka.bootstrap_servers
-        admin = AdminClient({"bootstrap.servers": east})
-        futures = admin.create_topics(
-            [
-                NewTopic(ACCOUNTS, options.partitions, config={"cleanup.policy": "compact"}),
-                NewTopic(CLICKS, options.partitions),
-            ]
-        )
-        for future in futures.values():
-            future.result(timeout=30)
+        create_workload_topics(east, options.partitions)
         common = ["--config", str(config_path)]
         runs = Counter[str]()
 

@@ -430,15 +430,7 @@ class Drill:
         options = self.options
         east = config.region(SOURCE).kafka.bootstrap_servers
         west = config.region(DESTINATION).kafka.bootstrap_servers
-        admin = AdminClient({"bootstrap.servers": east})
-        futures = admin.create_topics(
-            [
-                NewTopic(ACCOUNTS, options.partitions, config={"cleanup.policy": "compact"}),
-                NewTopic(CLICKS, options.partitions),
-            ]
-        )
-        for future in futures.values():
-            future.result(timeout=30)
+        create_workload_topics(east, options.partitions)
         self.say(
             f"created {ACCOUNTS} (compacted, keyed, tombstones) and {CLICKS} (headers), "
             f"{options.partitions} partitions each, in {SOURCE}"
@@ -688,6 +680,19 @@ class Drill:
                 f"partition {partition}: S3 backup {p}" for p in compare_partition(source, backup)
             ]
         return summary
+
+
+def create_workload_topics(bootstrap: str, partitions: int) -> None:
+    """The workload's two topics: accounts compacted, clicks plain."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics(
+        [
+            NewTopic(ACCOUNTS, partitions, config={"cleanup.policy": "compact"}),
+            NewTopic(CLICKS, partitions),
+        ]
+    )
+    for future in futures.values():
+        future.result(timeout=30)
 
 
 def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
