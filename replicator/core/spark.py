@@ -10,7 +10,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -118,11 +118,11 @@ def config_from_json(text: str, env: Mapping[str, str] | None = None) -> Config:
     environment = os.environ if env is None else env
     where = f"{source} (in a Spark process on {socket.gethostname()})"
     for path in payload[SECRET_REFERENCES]:
-        _put(data, path, expand_env(_get_raw(shipped, path), environment, where))
+        _put(data, path, expand_env(_get(shipped, path), environment, where))
     config = Config.model_validate(data)
     config._source = source
     config._secret_texts = {  # as the file wrote them, for the next hand-over
-        path: _get_raw(shipped, path) for path in secret_paths(config)
+        path: _get(shipped, path) for path in secret_paths(config)
     }
     return config
 
@@ -137,19 +137,14 @@ def _warn_clear_secret(path: tuple[str | int, ...]) -> None:
     )
 
 
-def _get(value: Any, path: tuple[str | int, ...]) -> Any:
+def _get(value: Any, path: Sequence[str | int]) -> Any:
+    """The value at ``path`` in a model (by attribute) or in dumped JSON (by index)."""
     for key in path:
         value = getattr(value, str(key)) if isinstance(value, BaseModel) else value[key]
     return value
 
 
-def _get_raw(data: Any, path: Any) -> Any:
-    for key in path:
-        data = data[key]
-    return data
-
-
-def _put(data: Any, path: tuple[str | int, ...] | list[str | int], value: Any) -> None:
+def _put(data: Any, path: Sequence[str | int], value: Any) -> None:
     *parents, last = path
-    container: Any = _get_raw(data, parents)
+    container: Any = _get(data, parents)
     container[last] = value

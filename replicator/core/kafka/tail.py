@@ -62,16 +62,15 @@ def settled_end(
         if committed_end >= log_end:
             return low, log_end
         if time.monotonic() >= deadline:
-            if wait <= 0:
-                return low, log_end
-            log.warning(
-                "%s partition %d: a transaction stays open (committed end %d, log end %d); "
-                "resuming from what is committed",
-                tp.topic,
-                tp.partition,
-                committed_end,
-                log_end,
-            )
+            if wait > 0:
+                log.warning(
+                    "%s partition %d: a transaction stays open (committed end %d, log end "
+                    "%d); resuming from what is committed",
+                    tp.topic,
+                    tp.partition,
+                    committed_end,
+                    log_end,
+                )
             return low, log_end
         time.sleep(0.1)
 
