@@ -21,6 +21,7 @@ from compaction.merge import MergeResult, run_merge, verify
 from compaction.planning import Merge, PartitionPlan, plan_partition
 from replicator.core.config import Config, required
 from replicator.core.errors import ConfigError
+from replicator.core.faults import COMPACTION_DURING_CLEANUP, crash_point
 from replicator.core.segments.errors import SegmentError
 from replicator.core.spark import config_from_json, config_to_json, spark_session
 
@@ -42,6 +43,8 @@ class RunReport:
     failed: list[str] = field(default_factory=list)
     """Merges not done because an input is unusable: each with the key and the reason."""
     stopped_early: bool = False
+    listed_by_level: dict[int, int] = field(default_factory=dict)
+    """Segments found at each level when the run listed them (before it merged)."""
 
     def summary(self) -> str:
         return (
@@ -99,6 +102,7 @@ class CompactionJob:
         self.to_level = to_level
         self.master = master
         self._spark = spark
+        self.listed_by_level: dict[int, int] = {}
         self.stop = threading.Event()
 
     def _store(self) -> Any:
@@ -112,6 +116,7 @@ class CompactionJob:
         store = self._store()
         now = time.time()
         plans = {}
+        self.listed_by_level = {}
         for source_region in store.list_regions():
             for topic in self.topics:
                 rules = self.compaction.topics[topic]
@@ -120,6 +125,9 @@ class CompactionJob:
                     partitions = store.list_partitions(source_region, topic)
                 for partition in partitions:
                     segments = store.list_segments(source_region, topic, partition)
+                    for segment in segments:
+                        level = segment.segment_key.level
+                        self.listed_by_level[level] = self.listed_by_level.get(level, 0) + 1
                     if segments:
                         plans[(source_region, topic, partition)] = plan_partition(
                             segments,
@@ -154,6 +162,7 @@ class CompactionJob:
         report = RunReport()
         plans = self.plan()
         report.partitions = len(plans)
+        report.listed_by_level = dict(self.listed_by_level)
         merges: list[tuple[str, Merge]] = []
         store = self._store()
         for (_region, topic, partition), plan in sorted(plans.items()):
@@ -166,6 +175,7 @@ class CompactionJob:
                         if covering.s3_key not in verified:
                             verify(store, covering, store.footer(covering).record_count)
                             verified.add(covering.s3_key)
+                    crash_point(COMPACTION_DURING_CLEANUP)
                     report.segments_deleted += store.delete_segments(
                         sorted({s.segment_key for s in cleanup.covered})
                     )
@@ -180,6 +190,7 @@ class CompactionJob:
             self.master or f"local[{self.compaction.parallelism}]",
             f"replicator-compaction-{self.region}",
             {},
+            self.config.spark,
         )
         try:
             config_json = config_to_json(self.config)
@@ -244,6 +255,14 @@ def export(report: RunReport, config: Config) -> CollectorRegistry:
             registry=registry,
         )
         gauge.labels(compaction.region).set(value)
+    levels = Gauge(
+        "replicator_compaction_listed_segments",
+        "Segments found at each level by the last run, before it merged",
+        ["region", "level"],
+        registry=registry,
+    )
+    for level, count in sorted(report.listed_by_level.items()):
+        levels.labels(compaction.region, str(level)).set(count)
     if compaction.pushgateway_url:
         try:
             push_to_gateway(

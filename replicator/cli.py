@@ -17,6 +17,7 @@ from replicator.core.config import Config, load_config, required
 from replicator.core.errors import ConfigError, ReplicatorError
 from replicator.core.logs import configure_logging
 from replicator.core.signals import stop_on_signals
+from replicator.core.spark_environment import explain_executor_failure
 
 log = logging.getLogger(__name__)
 
@@ -368,4 +369,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         code = 1
     except KeyboardInterrupt:
         code = 130
+    except Exception as exc:  # a Spark job whose executors cannot start its Python
+        explanation = explain_executor_failure(str(exc))
+        if explanation is None:
+            raise
+        print(f"replicator: {explanation}", file=sys.stderr)
+        code = 1
     sys.exit(code)

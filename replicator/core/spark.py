@@ -18,12 +18,14 @@ from pydantic import BaseModel
 
 from replicator.core.config import (
     Config,
+    SparkConfig,
     expand_env,
     has_env_reference,
     key_path,
     secret_paths,
     secret_text,
 )
+from replicator.core.spark_environment import executor_settings
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +42,14 @@ secret itself; a standalone cluster needs ``spark.authenticate.secret`` (or
 of the machine running the replicator (``SPARK_CONF_DIR``)."""
 
 
-def spark_session(master: str | None, app_name: str, extra: dict[str, str]) -> Any:
-    """A Spark session whose Python workers run this interpreter (and so find this
-    package and its dependencies)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+def spark_session(
+    master: str | None, app_name: str, extra: dict[str, str], settings: SparkConfig | None = None
+) -> Any:
+    """A Spark session whose Python workers can import this package and its
+    dependencies: the driver's own interpreter with a local master; on a cluster, the
+    environment ``settings`` say (shipped by default, :mod:`replicator.core.spark_environment`)."""
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    executors = executor_settings(settings or SparkConfig(), master)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -54,11 +59,10 @@ def spark_session(master: str | None, app_name: str, extra: dict[str, str]) -> A
         "spark.ui.enabled": "false",
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-        "spark.pyspark.python": sys.executable,
-        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
         # One Spark task per planned range; keep Arrow batches of a useful size.
         "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
         "spark.sql.streaming.numRecentProgressUpdates": "20",
+        **executors,
     }
     if not (master or "local").startswith("local"):
         defaults.update(CLUSTER_SECURITY)

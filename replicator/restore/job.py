@@ -302,7 +302,10 @@ class RestoreJob:
         if not tasks:
             return []
         spark = self._spark or spark_session(
-            self.master or f"local[{min(len(tasks), 8)}]", "replicator-restore", {}
+            self.master or f"local[{min(len(tasks), 8)}]",
+            "replicator-restore",
+            {},
+            self.config.spark,
         )
         results: list[PartitionResult] = []
         failure: list[BaseException] = []

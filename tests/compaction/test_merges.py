@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -26,6 +27,7 @@ def test_small_level_0_segments_become_level_1_with_identical_records(
 
     after = segments(local_stack, setup)
     assert (report.segments_read, report.segments_written, report.segments_deleted) == (36, 9, 36)
+    assert report.listed_by_level == {0: 36}
     for partition in range(3):
         assert [s.level for s in after[partition]] == [1, 1, 1]  # 4 + 4 + 4 inputs
         assert [(s.start, s.end) for s in after[partition]] == [(0, 199), (200, 399), (400, 599)]
@@ -36,6 +38,7 @@ def test_small_level_0_segments_become_level_1_with_identical_records(
 
     again = CompactionJob(setup.config, spark=spark).run_once()
     assert (again.segments_written, again.segments_deleted) == (0, 0)
+    assert again.listed_by_level == {1: 9}
     assert [s.s3_key for p in segments(local_stack, setup).values() for s in p] == [
         s.s3_key for p in after.values() for s in p
     ]
@@ -85,7 +88,7 @@ def test_compaction_runs_on_a_standalone_cluster(
     setup = compaction_setup(max_segment_count=4)
     setup.fill(partitions=2, segments=8, per_segment=50)
     before = segments(local_stack, setup)
-    env = {**__import__("os").environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     result = subprocess.run(
         [
             sys.executable,
@@ -111,6 +114,8 @@ def test_compaction_runs_on_a_standalone_cluster(
         assert [s.level for s in after[partition]] == [1, 1]
         assert records(after[partition]) == records(before[partition])
     assert list((tmp_path / "work").glob("app-*/*/stderr")), "no executor ran on the worker"
+    # The worker's Python has nothing installed: the merge code came in the shipped archive.
+    assert list((tmp_path / "work").glob("app-*/*/replicator-env/compaction/merge.py"))
 
 
 def test_overlapping_versions_are_merged_once_and_nothing_is_stranded(
