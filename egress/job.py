@@ -29,8 +29,10 @@ from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_to_option
 from egress.topic_descriptor import DescriptorPublisher
 from replicator.core.config import Config, required
 from replicator.core.errors import error_names
+from replicator.core.health import CheckResult, Health, Heartbeat
 from replicator.core.signals import stop_on_signals
 from replicator.core.spark import spark_session
+from replicator.core.spark_environment import explain_executor_failure
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,11 @@ _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MU
 
 
 def root_cause(text: str) -> str:
-    """The replicator's own error message inside a Spark failure, else its first line."""
+    """The replicator's own error message inside a Spark failure, what to do about
+    executors that cannot start its Python, else the failure's first line."""
+    explained = explain_executor_failure(text)
+    if explained is not None:
+        return explained
     our_errors = error_names()  # every area's errors: egress imports them all
     ours = [m.group(2) for m in _ERROR_LINE.finditer(text) if m.group(1) in our_errors]
     if ours:
@@ -99,10 +105,52 @@ class EgressJob:
         self._stop = threading.Event()
         self._seen_batches: set[int] = set()
         self._batch_seconds = 0.0
+        self._query: Any = None
+        self._loop_beat = Heartbeat("driver-loop", self.egress.stall_timeout)
+        self._last_progress: str | None = None
+        self._trigger_beat: Heartbeat | None = None
+        self.probes = self._health_checks()
 
     def request_stop(self) -> None:
         """Finish the running batch, then stop (thread-safe)."""
         self._stop.set()
+
+    def _health_checks(self) -> Health:
+        """Live: the driver's loop turns (it waits on the query half a second at a time)
+        and the query has not ended. Ready: a first trigger has finished, and no trigger
+        has been running for longer than ``stall_timeout``."""
+        probes = Health()
+        probes.add_liveness(self._loop_beat.check)
+        probes.add_liveness(self._query_check)
+        probes.add_readiness(self._trigger_check)
+        return probes
+
+    def _query_check(self) -> CheckResult:
+        if self._query is None:
+            return CheckResult("query", True, "starting")
+        if not self._query.isActive:
+            return CheckResult("query", False, "the streaming query has ended")
+        return CheckResult("query", True, "running")
+
+    def _trigger_check(self) -> CheckResult:
+        if self._trigger_beat is None:
+            return CheckResult("triggers", False, "no trigger finished yet")
+        result = self._trigger_beat.check()
+        return CheckResult("triggers", result.ok, result.detail)
+
+    def _watch_triggers(self, query: Any) -> None:
+        """Beat the trigger heartbeat whenever no trigger is running or a new one has
+        finished: it goes stale only while one trigger runs for longer than the stall
+        timeout (an idle query runs no trigger, and a busy one finishes them in turn)."""
+        progress = query.lastProgress
+        stamp = None if progress is None else str(progress.timestamp)
+        if stamp is None:
+            return
+        if self._trigger_beat is None:
+            self._trigger_beat = Heartbeat("triggers", self.egress.stall_timeout)
+        if stamp != self._last_progress or not query.status.get("isTriggerActive"):
+            self._last_progress = stamp
+            self._trigger_beat.beat()
 
     def run(self) -> EgressRun:
         Path(self.egress.state_dir).mkdir(parents=True, exist_ok=True)
@@ -110,13 +158,13 @@ class EgressJob:
         catalog.partitions()  # fails early on an unreachable broker or a missing topic
         metrics = EgressMetrics(self.config, catalog)
         if self.egress.metrics_port is not None:
-            metrics.serve(self.egress.metrics_port, self.egress.metrics_host)
+            metrics.serve(self.egress.metrics_port, self.egress.metrics_host, self.probes)
         descriptors = DescriptorPublisher(self.config, catalog)
         descriptors.publish()
         groups = GroupOffsetsExporter(self.config, catalog)
 
         spark = self._spark or spark_session(
-            self.master, f"replicator-egress-{self.egress.region}", {}
+            self.master, f"replicator-egress-{self.egress.region}", {}, self.config.spark
         )
         spark.dataSource.register(KafkaSource)
         spark.dataSource.register(SegmentSink)
@@ -144,7 +192,7 @@ class EgressJob:
             then="finishing the current batch, then stopping",
             install=self._handle_signals,
         ):
-            query = writer.start()
+            query = self._query = writer.start()
             log.info(
                 "egress from region %s started (%s)",
                 self.egress.region,
@@ -175,6 +223,7 @@ class EgressJob:
         next_housekeeping = next_group_export = next_start_check = 0.0
         failure: BaseException | None = None
         while query.isActive:
+            self._loop_beat.beat()
             if self._stop.is_set():
                 self._stop_gracefully(query)
                 break
@@ -184,6 +233,7 @@ class EgressJob:
                 failure = exc
                 break
             records += self._observe(query, metrics)
+            self._watch_triggers(query)
             if time.monotonic() >= next_housekeeping:
                 next_housekeeping = time.monotonic() + self.egress.descriptor_interval
                 descriptors.publish()

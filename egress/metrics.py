@@ -20,6 +20,7 @@ from egress.catalog import SourceCatalog
 from egress.driver_state import DriverState, PartitionStats
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
+from replicator.core.health import Health
 from replicator.core.metrics import DEFAULT_HOST, serve
 
 log = logging.getLogger(__name__)
@@ -49,8 +50,8 @@ class EgressMetrics(Collector):
         )
         self.registry.register(self)
 
-    def serve(self, port: int, host: str = DEFAULT_HOST) -> None:
-        self._server = serve(self.registry, port, "egress", host)
+    def serve(self, port: int, host: str = DEFAULT_HOST, health: Health | None = None) -> None:
+        self._server = serve(self.registry, port, "egress", host, health)
         self._thread = threading.Thread(target=self._loop, name="egress-metrics", daemon=True)
         self._thread.start()
 
@@ -58,6 +59,7 @@ class EgressMetrics(Collector):
         self._closed.set()
         if self._server is not None:
             self._server.shutdown()
+            self._server.server_close()
 
     def batch_completed(self, seconds: float) -> None:
         self.batch_duration.labels(self.region).observe(seconds)

@@ -6,6 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from replicator.core.health import Health
 from replicator.core.metrics import DEFAULT_HOST, serve
 
 LABELS = ["region", "topic", "partition"]
@@ -102,6 +103,12 @@ class IngressMetrics:
             ["region"],
             registry=r,
         )
+        self.ready_partitions = Gauge(
+            "replicator_ingress_ready_partitions",
+            "Source partitions this instance owns whose worker is not halted",
+            ["region"],
+            registry=r,
+        )
         self.fenced = Counter(
             "replicator_ingress_writer_fenced",
             "Times a partition's writer was fenced while its partition was still owned "
@@ -123,9 +130,10 @@ class IngressMetrics:
         )
         self._server: Any = None
 
-    def serve(self, port: int, host: str = DEFAULT_HOST) -> None:
-        self._server = serve(self.registry, port, "ingress", host)
+    def serve(self, port: int, host: str = DEFAULT_HOST, health: Health | None = None) -> None:
+        self._server = serve(self.registry, port, "ingress", host, health)
 
     def close(self) -> None:
         if self._server is not None:
             self._server.shutdown()
+            self._server.server_close()

@@ -28,6 +28,7 @@ from replicator.core.aws.errors import StorageError
 from replicator.core.config import Config, IngressSource, key_path, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.filters import FilterChain, load_chain
+from replicator.core.health import CheckResult, Health, Heartbeat, thread_check
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_service_topic
 from replicator.core.kafka.errors import BrokerError
@@ -76,6 +77,10 @@ class IngressService:
         self._owned_events: set[int] = set()
         self._assigned_once = threading.Event()
         self._stop = threading.Event()
+        self._bridge: SqsBridge | None = None
+        self._group_sync: threading.Thread | None = None
+        self._loop_beat = Heartbeat("events-loop", self.ingress.stall_timeout)
+        self.probes = self._health_checks()
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -187,12 +192,38 @@ class IngressService:
             self.metrics.owned.labels(self.region).set(len(self.workers))
             log.info("now owning %d source partitions", len(self.workers))
 
+    def _health_checks(self) -> Health:
+        """Live: the events loop, the SQS reader (the current one: a dead reader is
+        replaced within a turn of the events loop) and the group sync keep turning.
+        Ready: the group has given this instance its share, and not all of it halted."""
+        health = Health()
+        health.add_liveness(self._loop_beat.check)
+        health.add_liveness(self._sqs_reader_check)
+        if self.ingress.sync_group_offsets:
+            health.add_liveness(thread_check("group-sync", lambda: self._group_sync))
+        health.add_readiness(self._assignment_check)
+        return health
+
+    def _sqs_reader_check(self) -> CheckResult:
+        bridge = self._bridge
+        if bridge is None or not bridge.is_alive():
+            return CheckResult("sqs-reader", False, "thread not running")
+        return bridge.heartbeat.check()
+
+    def _assignment_check(self) -> CheckResult:
+        if not self._assigned_once.is_set():
+            return CheckResult("partitions", False, "no assignment from the group yet")
+        halted = len(self.workers.halted())
+        owned = len(self.workers)
+        detail = f"{owned} source partitions owned, {halted} halted"
+        return CheckResult("partitions", owned == 0 or halted < owned, detail)
+
     # -- running --------------------------------------------------------------------------
 
     def run(self) -> int:
         self.prepare()
         if self.ingress.metrics_port is not None:
-            self.metrics.serve(self.ingress.metrics_port, self.ingress.metrics_host)
+            self.metrics.serve(self.ingress.metrics_port, self.ingress.metrics_host, self.probes)
         with stop_on_signals(self._stop, install=self._handle_signals):
             halted = self._serve()
         if halted:
@@ -202,7 +233,7 @@ class IngressService:
     def _serve(self) -> list[str]:
         """Follow the segment events until stopped (or done, with ``stop_at_end``); the
         reasons of the partitions that halted."""
-        bridge = SqsBridge(self.config, self.kafka, self.metrics)
+        bridge = self._bridge = SqsBridge(self.config, self.kafka, self.metrics)
         bridge.start()
         group_sync = make_group_sync(
             self.config,
@@ -214,6 +245,7 @@ class IngressService:
         )
         if self.ingress.sync_group_offsets:
             group_sync.start()
+            self._group_sync = group_sync
         consumer = Consumer(
             {
                 **self.kafka,
@@ -236,11 +268,15 @@ class IngressService:
         next_refresh = time.monotonic() + self.ingress.descriptor_interval
         try:
             while not self._stop.is_set():
+                self._loop_beat.beat()
                 message = consumer.poll(0.5)
                 if message is not None:
                     self._dispatch(message)
                 self.workers.supervise()
-                bridge = self._supervise_bridge(bridge)
+                self.metrics.ready_partitions.labels(self.region).set(
+                    len(self.workers) - len(self.workers.halted())
+                )
+                bridge = self._bridge = self._supervise_bridge(bridge)
                 if time.monotonic() >= next_refresh:
                     next_refresh = time.monotonic() + self.ingress.descriptor_interval
                     self._refresh_topics()

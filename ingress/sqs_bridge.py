@@ -19,6 +19,8 @@ from ingress.segment_events import parse_notification, partition_key
 from ingress.sources import ConfiguredSources
 from replicator.core.aws.clients import sqs_client
 from replicator.core.config import Config, required
+from replicator.core.faults import SQS_AFTER_ACK_BEFORE_DELETE, crash_point
+from replicator.core.health import Heartbeat
 from replicator.core.kafka.placement import slot_of
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,9 @@ class SqsBridge(threading.Thread):
         self.healthy = threading.Event()
         self.failure: BaseException | None = None
         """What ended the thread, if not a stop request (its supervisor starts another)."""
+        self.heartbeat = Heartbeat("sqs-reader", self.ingress.stall_timeout)
+        """Beats every turn of the loop: a receive (long poll of 1 s), a flush (at most
+        30 s) or a back-off (at most 30 s) apart."""
 
     def stop(self) -> None:
         self._stopping.set()
@@ -59,6 +64,7 @@ class SqsBridge(threading.Thread):
     def _pump(self) -> None:
         backoff = 1.0
         while not self._stopping.is_set():
+            self.heartbeat.beat()
             try:
                 self.pump_once()
                 backoff = 1.0
@@ -127,5 +133,6 @@ class SqsBridge(threading.Thread):
             )
             return 0
         if done:
+            crash_point(SQS_AFTER_ACK_BEFORE_DELETE)
             self._sqs.delete_message_batch(QueueUrl=url, Entries=done)
         return len(done)

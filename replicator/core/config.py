@@ -289,6 +289,10 @@ class EgressConfig(_Model):
     skip_replicated: bool = False
     """Leave records that carry a ``replicator.source`` header out of the export (their
     offsets stay covered): two regions can then mirror each other's topics."""
+    stall_timeout: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 600.0
+    """``/healthz`` fails when the driver's loop has not come round for this long;
+    ``/readyz`` while one trigger has run for longer. Longer than the longest batch (a
+    catch-up after downtime)."""
 
     def thresholds(self, topic: str) -> EgressTopicConfig:
         """The segment limits for ``topic``: its own table over ``[egress.defaults]``."""
@@ -399,6 +403,9 @@ class IngressConfig(_Model):
     """Keep the translated offsets of exported consumer groups committed in the
     destination (groups with members there are never moved; offsets never go back)."""
     group_sync_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 10.0
+    stall_timeout: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 180.0
+    """``/healthz`` fails when the events loop, the SQS reader or the group sync has
+    not come round its loop for this long (each loop's own waits are bounded well below)."""
     sources: list[IngressSource] = Field(default_factory=list)
 
     def match(self, region: str, topic: str) -> tuple[int, IngressSource] | None:
@@ -465,6 +472,9 @@ class RelayConfig(_Model):
     """Upstream consumer groups (regular expressions over whole ids) whose offsets are
     kept translated and committed in the destination, for failover."""
     group_sync_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 10.0
+    stall_timeout: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 120.0
+    """``/healthz`` fails when the assignment loop or the upstream checks have not come
+    round their loops for this long."""
     topics: list[RelayTopic] = Field(min_length=1)
 
     @property
@@ -507,6 +517,25 @@ class CompactionConfig(_Model):
     """Where a run's figures are pushed, so a cron job's result reaches monitoring."""
 
 
+class SparkConfig(_Model):
+    """How Spark jobs (egress, compaction, restore) reach executors on a cluster; ignored
+    with a ``local`` master, whose executors are the driver's own processes."""
+
+    ship_environment: bool = True
+    """Pack this project and its Python dependencies (as installed beside the driver) into
+    an archive, cached by content, that executors unpack and import from
+    (``spark.archives``). Set false when the executors already have them at the same
+    versions (a container image shared by driver and executors)."""
+    executor_python: str | None = None
+    """The executors' Python. Default: ``python3.<minor>`` of the driver when the
+    environment is shipped (the same minor version is required: compiled dependencies
+    and PySpark itself refuse another); the driver's own interpreter path otherwise (an
+    image shared with the driver)."""
+    environment_cache: str | None = None
+    """Where packed environments are kept, named by their content's hash. Default:
+    ``$XDG_CACHE_HOME/replicator/spark-environments`` (``~/.cache/…``)."""
+
+
 class Config(_Model):
     """The whole deployment. Build it with :func:`load_config`."""
 
@@ -516,6 +545,7 @@ class Config(_Model):
     ingress: IngressConfig | None = None
     compaction: CompactionConfig | None = None
     relay: RelayConfig | None = None
+    spark: SparkConfig = Field(default_factory=SparkConfig)
 
     _source: str = PrivateAttr(default="config")
     _secret_texts: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)

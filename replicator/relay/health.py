@@ -17,6 +17,7 @@ from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from replicator.core.config import Config, required
+from replicator.core.health import CheckResult, Heartbeat
 from replicator.core.kafka.clients import client_config
 from replicator.relay.failover import TopicPartitionKey, UpstreamState
 
@@ -49,6 +50,7 @@ class UpstreamHealth:
         self._on_state = on_state
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._heartbeat = Heartbeat("upstream-checks", self.relay.stall_timeout)
 
     def states(self) -> dict[str, UpstreamState]:
         with self._lock:
@@ -92,8 +94,17 @@ class UpstreamHealth:
             self._thread.join(self._timeout * 2 + 5)
         self._admins.clear()
 
+    def liveness(self) -> CheckResult:
+        """The checking thread turns (each turn's checks have bounded timeouts)."""
+        if self._thread is None:
+            return CheckResult("upstream-checks", True, "not started yet")
+        if not self._thread.is_alive() and not self._stop.is_set():
+            return CheckResult("upstream-checks", False, "thread not running")
+        return self._heartbeat.check()
+
     def _loop(self) -> None:
         while not self._stop.wait(self.relay.health_check_interval):
+            self._heartbeat.beat()
             try:
                 self.check_all()
             except Exception:  # a check must never end the checking

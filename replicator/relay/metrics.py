@@ -6,6 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from replicator.core.health import Health
 from replicator.core.metrics import DEFAULT_HOST, serve
 
 LABELS = ["topic", "partition"]
@@ -87,11 +88,18 @@ class RelayMetrics:
             [],
             registry=r,
         )
+        self.ready_partitions = Gauge(
+            "replicator_relay_ready_partitions",
+            "Source partitions this instance relays whose worker is not halted",
+            [],
+            registry=r,
+        )
         self._server: Any = None
 
-    def serve(self, port: int, host: str = DEFAULT_HOST) -> None:
-        self._server = serve(self.registry, port, "relay", host)
+    def serve(self, port: int, host: str = DEFAULT_HOST, health: Health | None = None) -> None:
+        self._server = serve(self.registry, port, "relay", host, health)
 
     def close(self) -> None:
         if self._server is not None:
             self._server.shutdown()
+            self._server.server_close()

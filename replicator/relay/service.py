@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from replicator.core.config import Config, key_path, required
 from replicator.core.filters import FilterChain, load_chain
+from replicator.core.health import CheckResult, Health, Heartbeat
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_service_topic
 from replicator.core.kafka.errors import BrokerError
@@ -68,9 +69,30 @@ class RelayService:
         self._owned_slots: set[int] = set()
         self._assigned_once = threading.Event()
         self._stop = threading.Event()
+        self._loop_beat = Heartbeat("assignment-loop", self.relay.stall_timeout)
+        self.probes = self._health_checks()
 
     def request_stop(self) -> None:
         self._stop.set()
+
+    def _health_checks(self) -> Health:
+        """Live: the assignment loop (or the wait for a first upstream) and the upstream
+        checks keep turning. Ready: the group has given this instance its share, and an
+        upstream answers."""
+        probes = Health()
+        probes.add_liveness(self._loop_beat.check)
+        probes.add_liveness(self.health.liveness)
+        probes.add_readiness(self._readiness)
+        return probes
+
+    def _readiness(self) -> CheckResult:
+        if not self._assigned_once.is_set():
+            return CheckResult("partitions", False, "no assignment from the group yet")
+        healthy = [name for name, s in self.health.states().items() if s.healthy]
+        if not healthy:
+            return CheckResult("partitions", False, "no upstream answers")
+        detail = f"{len(self.workers)} source partitions owned; upstreams up: {healthy}"
+        return CheckResult("partitions", True, detail)
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -82,6 +104,7 @@ class RelayService:
         None if a stop came first. Waits with backoff while none answers."""
         attempt = 0
         while not self._stop.is_set():
+            self._loop_beat.beat()
             self.health.check_all()
             counts = self.health.partitions()
             if counts is not None:
@@ -155,7 +178,7 @@ class RelayService:
 
     def run(self) -> int:
         if self.relay.metrics_port is not None:
-            self.metrics.serve(self.relay.metrics_port, self.relay.metrics_host)
+            self.metrics.serve(self.relay.metrics_port, self.relay.metrics_host, self.probes)
         try:
             with stop_on_signals(self._stop, install=self._handle_signals):
                 counts = self._wait_for_upstreams()
@@ -194,11 +217,13 @@ class RelayService:
             sync.start()
         try:
             while not self._stop.is_set():
+                self._loop_beat.beat()
                 message = consumer.poll(0.2)
                 error = message.error() if message is not None else None
                 if error is not None and error.code() != KafkaError._PARTITION_EOF:
                     log.warning("assignment topic: %s", error.str())
                 self.workers.supervise()
+                self.metrics.ready_partitions.set(len(self.workers) - len(self.workers.halted()))
                 if self.stop_at_end and self._assigned_once.is_set() and self.workers.finished():
                     break
         finally:

@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 from infra.stack import free_port
 from tests.fixtures.egress import create_topic, finish_bursts, segment_count, start_egress
 from tests.fixtures.independent import assert_tiles, read_partition, s3_segments
+from tests.fixtures.probes import probe
 from tests.fixtures.spark import kill_group
 from tests.fixtures.stack import SOURCE
 
@@ -26,7 +27,9 @@ def test_streaming_picks_up_new_topics_serves_metrics_and_stops_cleanly_on_sigte
     first, second = f"{family}.a", f"{family}.b"
     create_topic(local_stack, first, 1)
     port = free_port()
-    config, config_path = egress_config({}, topic_pattern=f"{family}\\\\..*", metrics_port=port)
+    config, config_path = egress_config(
+        {}, topic_pattern=f"{family}\\\\..*", metrics_port=port, stall_timeout="4s"
+    )
     config_path.write_text(config_path.read_text() + '[egress.defaults]\nmax_segment_age = "1s"\n')
     log = tmp_path / "egress.log"
     process = start_egress(config_path, log)
@@ -59,12 +62,31 @@ def test_streaming_picks_up_new_topics_serves_metrics_and_stops_cleanly_on_sigte
             time.sleep(1)
         assert "replicator_egress_lag_records" in text
         assert "replicator_egress_batch_duration_seconds_bucket" in text
+        # Probes: live and ready while batches finish; a batch stuck on the bucket makes it
+        # unready (not dead: the driver's loop still turns), and it is ready again after.
+        assert probe(port, "/healthz")[0] == 200
+        wait_until(lambda: probe(port, "/readyz")[0] == 200, "egress never ready")
+        with local_stack.paused("s3"):
+            for i in range(5):
+                producer.produce(second, value=b"c%d" % i, partition=0)
+            finish_bursts(producer, second, [0])
+            wait_until(lambda: probe(port, "/readyz")[0] == 503, "a stuck batch stayed ready")
+            triggers = probe(port, "/readyz")[1]["checks"]["triggers"]
+            assert triggers["detail"].startswith("no progress for"), triggers
+        wait_until(lambda: probe(port, "/readyz")[0] == 200, "not ready after the bucket came back")
         process.send_signal(signal.SIGTERM)
         assert process.wait(120) == 0, log.read_text()[-3000:]
     finally:
         kill_group(process)
     segments = s3_segments(local_stack.s3(), config.bucket(SOURCE), "data", SOURCE, second)
-    assert_tiles(segments[0], 0, 15)
-    assert [r for s in segments[0] for r in s.records()] == read_partition(
-        local_stack.bootstrap(SOURCE), second, 0
-    )
+    source = read_partition(local_stack.bootstrap(SOURCE), second, 0)
+    assert len(source) == 22
+    assert_tiles(segments[0], 0, source[-1][0])
+    assert [r for s in segments[0] for r in s.records()] == source
+
+
+def wait_until(condition, what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)

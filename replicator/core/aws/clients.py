@@ -34,11 +34,19 @@ _BOTO_CONFIG = BotoConfig(
 )
 
 
-def _session_kwargs(config: Config, region: str) -> dict[str, Any]:
+_SQS_CONFIG = _BOTO_CONFIG.merge(
+    BotoConfig(retries={"max_attempts": 3, "mode": "standard"}, read_timeout=25)
+)
+"""Receives long-poll for at most a few seconds: a reply slower than 25 s is a lost
+connection. Fewer, shorter attempts keep one turn of the SQS reader's loop (which the
+liveness probe watches) under a minute and a half."""
+
+
+def _session_kwargs(config: Config, region: str, boto: BotoConfig = _BOTO_CONFIG) -> dict[str, Any]:
     s3 = config.s3
     kwargs: dict[str, Any] = {
         "region_name": config.region(region).aws_region or region,
-        "config": _BOTO_CONFIG,
+        "config": boto,
     }
     if s3.endpoint_url:
         kwargs["endpoint_url"] = s3.endpoint_url
@@ -52,7 +60,7 @@ _clients: dict[tuple[Any, ...], Any] = {}
 _clients_lock = threading.Lock()
 
 
-def _client(service: str, config: Config, region: str) -> Any:
+def _client(service: str, config: Config, region: str, boto: BotoConfig = _BOTO_CONFIG) -> Any:
     """One client per process, service and settings.
 
     Creating a boto3 client costs ~0.15 s (it loads and parses the service model), which
@@ -60,7 +68,7 @@ def _client(service: str, config: Config, region: str) -> Any:
     process shares one; the process id is part of the key because a forked child (Spark
     forks its Python workers) must not use its parent's connection pool.
     """
-    kwargs = _session_kwargs(config, region)
+    kwargs = _session_kwargs(config, region, boto)
     key = (os.getpid(), service, *sorted((k, repr(v)) for k, v in kwargs.items()))
     with _clients_lock:
         client = _clients.get(key)
@@ -77,7 +85,7 @@ def s3_client(config: Config, region: str) -> S3Client:
 
 def sqs_client(config: Config, region: str) -> SQSClient:
     """A client for ``region``'s notification queue (shared within the process)."""
-    return cast("SQSClient", _client("sqs", config, region))
+    return cast("SQSClient", _client("sqs", config, region, _SQS_CONFIG))
 
 
 _NOT_FOUND = {"NoSuchKey", "NoSuchBucket", "404", "NotFound", "NoSuchUpload"}
