@@ -41,6 +41,8 @@ lint: setup $(TOOLS)/.installed
 	$(BIN)/lint-imports
 	$(BIN)/cfn-lint infra/aws/replicator.yaml
 	$(TOOLS)/bin/checkov --skip-download --quiet --compact -f infra/aws/replicator.yaml
+	$(BIN)/kubernetes-validate --strict --quiet infra/k8s/*.yaml
+	$(BIN)/python -m infra.deploy_checks
 
 # The disaster-recovery drill on a throw-away local stack (free ports, own directory).
 demo: setup

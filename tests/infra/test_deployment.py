@@ -1,0 +1,128 @@
+"""The deployment files agree with the product: the Kubernetes manifests' config loads,
+their commands parse, their probes and ports are the services' own; the systemd units run
+real commands; the offline checks of the monitoring files reject what is broken."""
+
+from __future__ import annotations
+
+import configparser
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from infra.deploy_checks import (
+    K8S_MANIFESTS,
+    SYSTEMD_UNITS,
+    DeployCheckError,
+    alert_rules,
+    metric_names,
+)
+from replicator.cli import build_parser
+from replicator.core.config import parse_config
+
+CONFIG_PATH = "/etc/replicator/replicator.toml"
+SECRETS = {"KAFKA_US_EAST_1_PASSWORD": "pw-east-1", "KAFKA_US_WEST_1_PASSWORD": "pw-west-1"}
+
+
+def resources() -> dict[tuple[str, str], dict[str, Any]]:
+    found = {}
+    for path in sorted(K8S_MANIFESTS.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            found[(document["kind"], document["metadata"]["name"])] = document
+    return found
+
+
+def pod_spec(resource: dict[str, Any]) -> dict[str, Any]:
+    if resource["kind"] == "CronJob":
+        return resource["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    return resource["spec"]["template"]["spec"]
+
+
+def workloads() -> dict[str, dict[str, Any]]:
+    kinds = {"Deployment", "StatefulSet", "CronJob"}
+    return {name: r for (kind, name), r in resources().items() if kind in kinds}
+
+
+def test_the_configmap_config_loads_with_its_secrets_from_the_environment():
+    text = resources()[("ConfigMap", "replicator-config")]["data"]["replicator.toml"]
+    config = parse_config(text, "replicator-config", SECRETS)
+    password = config.regions["us-east-1"].kafka.sasl_password
+    assert password is not None and password.get_secret_value() == "pw-east-1"
+    assert "pw-east-1" not in text and "${KAFKA_US_EAST_1_PASSWORD}" in text
+    assert config.spark.ship_environment is False  # executors run the same image
+    for section in (config.egress, config.ingress, config.relay):
+        assert section is not None and section.metrics_port == 9100
+
+
+@pytest.mark.parametrize("name", sorted(workloads()))
+def test_every_workload_runs_a_replicator_command_on_the_mounted_config(name):
+    [container] = pod_spec(workloads()[name])["containers"]
+    args = build_parser().parse_args(container["args"])
+    assert args.config == CONFIG_PATH
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert str(Path(CONFIG_PATH).parent) in mounts
+    assert container["envFrom"] == [{"secretRef": {"name": "replicator-secrets"}}]
+    if "livenessProbe" in container:  # the long-running services
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports["metrics"] == 9100
+        assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
+        assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+def test_ingress_memory_is_requested_above_its_measured_peak():
+    [container] = pod_spec(workloads()["replicator-ingress"])["containers"]
+    request = container["resources"]["requests"]["memory"]
+    assert request.endswith("Mi") and int(request[:-2]) >= 512
+
+
+def test_compaction_runs_once_per_schedule_never_two_at_a_time():
+    cronjob = workloads()["replicator-compaction"]
+    text = resources()[("ConfigMap", "replicator-config")]["data"]["replicator.toml"]
+    config = parse_config(text, "replicator-config", SECRETS)
+    assert config.compaction is not None
+    assert cronjob["spec"]["schedule"] == config.compaction.schedule
+    assert cronjob["spec"]["concurrencyPolicy"] == "Forbid"
+    [container] = pod_spec(cronjob)["containers"]
+    assert build_parser().parse_args(container["args"]).once
+
+
+def test_the_egress_driver_keeps_its_checkpoint_on_a_persistent_volume():
+    statefulset = workloads()["replicator-egress"]
+    text = resources()[("ConfigMap", "replicator-config")]["data"]["replicator.toml"]
+    egress = parse_config(text, "replicator-config", SECRETS).egress
+    assert egress is not None
+    [claim] = statefulset["spec"]["volumeClaimTemplates"]
+    [container] = pod_spec(statefulset)["containers"]
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == claim["metadata"]["name"]]
+    assert egress.checkpoint_location.startswith(mount["mountPath"] + "/")
+    assert build_parser().parse_args(container["args"]).master.startswith("k8s://")
+
+
+@pytest.mark.parametrize("unit", sorted(p.name for p in SYSTEMD_UNITS.glob("*.service")))
+def test_every_systemd_unit_runs_a_replicator_command(unit):
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.read(SYSTEMD_UNITS / unit)
+    command = shlex.split(parser["Service"]["ExecStart"])
+    assert command[0] == "/opt/replicator/bin/replicator"
+    assert build_parser().parse_args(command[1:]).config == CONFIG_PATH
+
+
+def test_the_rule_checks_reject_broken_rules(tmp_path):
+    good = alert_rules()[0]
+    cases = {
+        "invalid PromQL": {**good, "expr": "sum(rate(x[5m]"},
+        "severity": {**good, "labels": {"severity": "someday"}},
+        "summary": {**good, "annotations": {}},
+    }
+    for problem, rule in cases.items():
+        path = tmp_path / "rules.yaml"
+        path.write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": [rule]}]}))
+        with pytest.raises(DeployCheckError, match=problem):
+            alert_rules(path)
+
+
+def test_metric_names_are_read_from_every_selector():
+    expr = "sum(rate(a_total[5m])) / on(x) b or histogram_quantile(0.9, rate(c_bucket[1m]))"
+    assert metric_names(expr) == {"a_total", "b", "c_bucket"}
