@@ -35,6 +35,7 @@ from typing import IO, Any, cast
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from infra.archive_reader import archived_records
 from infra.drill_report import (
     Record,
     TopicSummary,
@@ -47,10 +48,11 @@ from infra.drill_report import (
 from infra.errors import DrillFailedError
 from infra.local_config import local_regions, running_stack
 from infra.stack import free_port
+from replicator.core.aws.clients import s3_client
 from replicator.core.config import Config, required
 from replicator.core.groups.stored import read_group_offsets
 from replicator.core.kafka import provenance
-from replicator.core.segments.selection import ReadNext, exported_end, next_step
+from replicator.core.segments.selection import exported_end
 from replicator.core.segments.store import SegmentStore
 from replicator.status import PartitionStatus, collect, render
 
@@ -651,6 +653,7 @@ class Drill:
         summary = TopicSummary(topic, destination, partitions=self.options.partitions)
         summary.lags = tail.lags[topic]
         store = SegmentStore.for_region(config, SOURCE)
+        s3 = s3_client(config, SOURCE)
         for partition in range(self.options.partitions):
             source = read_partition(east, topic, partition)
             result.source_ends[(topic, partition)] = source[-1][0] + 1 if source else 0
@@ -675,7 +678,12 @@ class Drill:
             if gaps:
                 summary.problems.append(f"partition {partition}: S3 misses offsets {gaps}")
                 continue
-            backup = read_backup(store, topic, partition, end)
+            # The archive's verdict comes from a reader independent of the product's.
+            backup, damaged = archived_records(
+                s3, config.bucket(SOURCE), config.s3.prefix, SOURCE, topic, partition
+            )
+            backup = [r for r in backup if r[0] < end]
+            summary.problems += [f"partition {partition}: S3 backup {p}" for p in damaged]
             summary.problems += [
                 f"partition {partition}: S3 backup {p}" for p in compare_partition(source, backup)
             ]
@@ -808,27 +816,6 @@ def _with_source_offset(record: Record, region: str, topic: str, partition: int)
     )
     kept = tuple(h for h in headers if h[0] != provenance.HEADER)
     return (-1 if offset is None else offset, key, value, timestamp, kept)
-
-
-def read_backup(store: SegmentStore, topic: str, partition: int, end: int) -> list[Record]:
-    """The partition's records as the segments in S3 hold them, read the way ingress
-    chooses segments (the one reaching furthest), checksums verified."""
-    keys = [s.segment_key for s in store.list_segments(SOURCE, topic, partition)]
-    records: list[Record] = []
-    position = 0
-    while position < end:
-        step = next_step(position, keys)
-        if not isinstance(step, ReadNext):
-            break
-        table = store.read_segment(step.segment)
-        for row in table.to_pylist():
-            if row["offset"] < position:
-                continue
-            millis = int(row["timestamp"].timestamp() * 1000)
-            headers = tuple((h["key"], h["value"]) for h in row["headers"])
-            records.append((row["offset"], row["key"], row["value"], millis, headers))
-        position = step.segment.end + 1
-    return records
 
 
 WHERE_NEXT = """\
