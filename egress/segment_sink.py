@@ -34,6 +34,11 @@ from egress.planning import OffsetRange, Offsets
 from egress.record_arrow import record_bytes, rows_to_segment
 from egress.spark_options import CONFIG_OPTION, config_from_options
 from replicator.core.config import Config, required
+from replicator.core.faults import (
+    EGRESS_AFTER_GROUP_COMMIT_BEFORE_SPARK_COMMIT,
+    EGRESS_AFTER_UPLOAD_BEFORE_COMMITS,
+    crash_point,
+)
 from replicator.core.kafka.clients import client_config
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import SegmentStore, SpooledSegment
@@ -251,7 +256,9 @@ class SegmentStreamWriter(DataSourceStreamArrowWriter):
             if isinstance(m, SegmentsWritten)
             for r in m.ranges
         }
+        crash_point(EGRESS_AFTER_UPLOAD_BEFORE_COMMITS)
         commit_group_offsets(config, ends)
+        crash_point(EGRESS_AFTER_GROUP_COMMIT_BEFORE_SPARK_COMMIT)
         record_batch(DriverState(required(config, "egress").state_dir), messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

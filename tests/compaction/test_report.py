@@ -45,6 +45,7 @@ def test_report_is_pushed_to_the_pushgateway_with_the_run_figures():
             bytes_out=900,
             records=50,
             seconds=2.5,
+            listed_by_level={0: 12, 1: 4},
         )
         registry = export(report, config)
     finally:
@@ -53,6 +54,8 @@ def test_report_is_pushed_to_the_pushgateway_with_the_run_figures():
         registry.get_sample_value("replicator_compaction_segments_written", {"region": "us-east-1"})
         == 3
     )
+    listed = {"region": "us-east-1", "level": "0"}
+    assert registry.get_sample_value("replicator_compaction_listed_segments", listed) == 12
     [(_, path, body)] = received
     assert path == "/metrics/job/replicator-compaction/region/us-east-1"
     assert b"replicator_compaction_bytes_in" in body

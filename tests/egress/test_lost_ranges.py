@@ -9,7 +9,6 @@ partition as skipped."""
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
 
 from egress.errors import DataLossError
 from egress.kafka_source import KafkaStreamReader, encode, read_range, resume_after_loss
@@ -17,7 +16,7 @@ from egress.planning import OffsetRange
 from egress.segment_sink import write_ranges
 from egress.spark_options import CONFIG_OPTION, config_to_option
 from replicator.core.segments.selection import CaughtUp, ReadNext, next_step
-from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.egress import one_partition_topic
 from tests.fixtures.stack import SOURCE
 
 
@@ -60,11 +59,7 @@ def test_a_planned_range_gone_before_it_is_read_completes_with_skip(
     ``skip`` the task completes — the range is covered without records — so the batch is
     not failed again on every replay; with ``fail`` it stops, as the policy says."""
     topic = unique("truncated")
-    create_topic(local_stack, topic, 1)
-    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
-    for i in range(10):
-        producer.produce(topic, value=b"v%d" % i, partition=0)
-    finish_bursts(producer, topic, [0])
+    one_partition_topic(local_stack, topic, [b"v%d" % i for i in range(10)])
     config, _ = egress_config({topic: {}}, on_data_loss=policy)
     planned = OffsetRange(topic, 0, 50, 60)
     if policy == "fail":

@@ -7,6 +7,7 @@ alive; a reader that dies anyway is started again and reported."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -14,7 +15,9 @@ import pytest
 from ingress.service import IngressService
 from ingress.sqs_bridge import SqsBridge
 from replicator.core.config import load_config
-from tests.fixtures.ingress import provenance_offsets, segment_batch, wait_for
+from replicator.core.faults import SQS_AFTER_ACK_BEFORE_DELETE, marker
+from tests.fixtures.independent import read_partition
+from tests.fixtures.ingress import provenance_offsets, segment_batch, start_ingress, wait_for
 from tests.fixtures.stack import DESTINATION
 from tests.ingress.test_segment_events import POISON_NOTIFICATIONS
 
@@ -114,3 +117,58 @@ def test_a_reader_that_dies_is_started_again_and_reported(
     finally:
         service.request_stop()
         runner.join(60)
+
+
+def test_a_kill_after_kafka_acknowledged_and_before_the_sqs_delete_loses_nothing(
+    local_stack, ingress_setup, tmp_path
+):
+    """The bridge deletes a message only after Kafka acknowledged its events: killed in
+    between, the event is in the events topic *and* the message still on the queue, which
+    redelivers it to the next instance; the duplicate event replays nothing twice."""
+    setup = ingress_setup()
+    notified_only(setup)
+    setup.put_descriptor(1, export_start={0: 0})
+    sqs = local_stack.sqs()
+    url = sqs.get_queue_url(QueueName=setup.config.region(DESTINATION).sqs_queue)["QueueUrl"]
+    sqs.set_queue_attributes(QueueUrl=url, Attributes={"VisibilityTimeout": "3"})
+    sqs.purge_queue(QueueUrl=url)  # the bucket's s3:TestEvent: the next message is ours
+    crash_dir, logs = tmp_path / "crash", [tmp_path / "a.log", tmp_path / "b.log"]
+    a = start_ingress(setup, logs[0], f"{SQS_AFTER_ACK_BEFORE_DELETE}:1", crash_dir)
+    b = None
+    try:
+        wait_for(lambda: "owning 1 source partitions" in logs[0].read_text(), "a never started")
+        key = setup.put_segment(0, 0, RECORDS - 1, segment_batch(0, RECORDS))
+        assert a.wait(60) == -9, logs[0].read_text()[-3000:]
+        hit = marker(crash_dir, SQS_AFTER_ACK_BEFORE_DELETE)
+        assert hit is not None and hit["arrival"] == 1, hit
+        s3_key = key.to_s3_key(setup.config.s3.prefix)
+        assert events_naming(local_stack, setup, s3_key) == 1  # acknowledged by Kafka
+        assert queue_depth(local_stack, setup) == 1  # and not deleted from the queue
+        b = start_ingress(setup, logs[1])
+        wait_for(
+            lambda: events_naming(local_stack, setup, s3_key) == 2,
+            "the message was not delivered again",
+        )
+        wait_for(lambda: queue_depth(local_stack, setup) == 0, "the message was not deleted")
+        wait_for(
+            lambda: provenance_offsets(local_stack, setup, 0) == list(range(RECORDS)),
+            "the segment was not replayed exactly once",
+        )
+    finally:
+        for process in (a, b):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(60)
+
+
+def events_naming(local_stack, setup, s3_key: str) -> int:
+    """Segment events on the events topic that name ``s3_key``."""
+    ingress = setup.config.ingress
+    values = [
+        record[4]
+        for partition in range(ingress.segment_events_partitions)
+        for record in read_partition(
+            local_stack.bootstrap(DESTINATION), ingress.segment_events_topic, partition
+        )
+    ]
+    return sum(1 for value in values if json.loads(value)["key"] == s3_key)

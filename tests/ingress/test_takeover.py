@@ -1,52 +1,82 @@
 """Several ingress instances: they share the partitions, and when one is killed with
-SIGKILL (at an arbitrary moment, or just after a produce and before its checkpoint) the
-others take over and the destination ends up holding each source record exactly once."""
+SIGKILL (mid-replay while it still owns unreplayed records, or at a crash point of its
+writer: records flushed, checkpoint not written; or records and checkpoint flushed, not
+committed) the others take over and the destination ends up holding each source record
+exactly once. Each crash-point kill is shown to have hit its moment: the marker names the
+partition, whose log then holds records beyond the last checkpoint (or a checkpoint that
+names them, flushed and never committed)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from replicator.core.faults import WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import OffsetSpec
+
+from replicator.core.faults import (
+    WRITER_AFTER_CHECKPOINT_BEFORE_COMMIT,
+    WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT,
+    marker,
+)
+from replicator.core.kafka.checkpoints import WriteTarget, checkpoint_partition
+from replicator.core.kafka.provenance import SourcePartition, source_offset
+from tests.fixtures.independent import read_partition
 from tests.fixtures.ingress import provenance_offsets, segment_batch
+from tests.fixtures.ingress import start_ingress as start_instance
+from tests.fixtures.stack import DESTINATION, SOURCE
 
 PARTITIONS = 4
 SEGMENTS = 8
 PER_SEGMENT = 1500
 
 
-def fill(setup) -> None:
+def fill(setup, segments: int = SEGMENTS) -> None:
     setup.put_descriptor(PARTITIONS)
     for partition in range(PARTITIONS):
-        for s in range(SEGMENTS):
+        for s in range(segments):
             start = s * PER_SEGMENT
             setup.put_segment(
                 partition, start, start + PER_SEGMENT - 1, segment_batch(start, PER_SEGMENT)
             )
 
 
-def start_instance(setup, log: Path, crash_point: str | None = None) -> subprocess.Popen:
-    env = dict(os.environ)
-    env.pop("REPLICATOR_CRASH_POINT", None)
-    if crash_point:
-        env["REPLICATOR_CRASH_POINT"] = crash_point
-    return subprocess.Popen(
-        [sys.executable, "-m", "replicator", "ingress", "--config", str(setup.path)],
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        env=env,
-    )
-
-
 def owned(log: Path) -> int:
     counts = re.findall(r"owning (\d+) source partitions", log.read_text(errors="replace"))
     return int(counts[-1]) if counts else -1
+
+
+def replaying(log: Path) -> set[int]:
+    """The source partitions whose workers the instance started."""
+    text = log.read_text(errors="replace")
+    return {int(p) for p in re.findall(r"-(\d+) resumes at source offset", text)}
+
+
+def log_end(local_stack, topic: str, partition: int) -> int:
+    admin = local_stack.admin(DESTINATION)
+    futures = admin.list_offsets({TopicPartition(topic, partition): OffsetSpec.latest()})
+    return int(next(iter(futures.values())).result(timeout=10).offset)
+
+
+def last_checkpoint(local_stack, setup, partition: int) -> int:
+    """next_source_offset of the last checkpoint value written for the partition, committed
+    or not."""
+    ingress = setup.config.ingress
+    target = WriteTarget(
+        SourcePartition(SOURCE, setup.topic, partition), setup.destination, partition
+    )
+    where = checkpoint_partition(target.checkpoint_key, ingress.checkpoint_partitions)
+    log = read_partition(
+        local_stack.bootstrap(DESTINATION), ingress.checkpoint_topic, where, "read_uncommitted"
+    )
+    values = [r[4] for r in log if r[3] == target.checkpoint_key.encode()]
+    return int(json.loads(values[-1])["next_source_offset"]) if values else 0
 
 
 def produced(local_stack, setup) -> int:
@@ -62,10 +92,10 @@ def wait_until(predicate, timeout: float, what: str, logs: list[Path]) -> None:
         time.sleep(0.3)
 
 
-def assert_exactly_once(local_stack, setup) -> None:
+def assert_exactly_once(local_stack, setup, segments: int = SEGMENTS) -> None:
     for partition in range(PARTITIONS):
         offsets = provenance_offsets(local_stack, setup, partition)
-        assert offsets == list(range(SEGMENTS * PER_SEGMENT)), (
+        assert offsets == list(range(segments * PER_SEGMENT)), (
             f"partition {partition}: {len(offsets)} records, "
             f"{len(offsets) - len(set(offsets))} duplicates"
         )
@@ -87,42 +117,71 @@ def kill(process: subprocess.Popen) -> None:
 
 
 def test_two_instances_share_and_survive_a_kill_9_mid_replay(local_stack, ingress_setup, tmp_path):
+    segments = 5 * SEGMENTS  # enough that the victim is killed with work of its own left
     setup = ingress_setup()
-    fill(setup)
+    fill(setup, segments)
+    full = segments * PER_SEGMENT
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     a = start_instance(setup, logs[0])
     b = start_instance(setup, logs[1])
+
+    def victim_mid_replay() -> bool:
+        """A partition of a's has records and cannot hold them all yet (its log end,
+        which counts transaction markers too, is below the partition's record count)."""
+        ends = [log_end(local_stack, setup.destination, p) for p in replaying(logs[0])]
+        return owned(logs[1]) > 0 and any(0 < end < full for end in ends)
+
     try:
-        wait_until(
-            lambda: owned(logs[0]) > 0 and owned(logs[1]) > 0,
-            60,
-            "both instances to own partitions",
-            logs,
-        )
-        total = PARTITIONS * SEGMENTS * PER_SEGMENT
-        wait_until(lambda: produced(local_stack, setup) > total // 10, 60, "replay to start", logs)
+        wait_until(victim_mid_replay, 120, "a to be mid-replay beside b", logs)
         kill(a)
+        # The victim still had work: a partition of its own not fully replayed at the kill.
+        left = {p: len(provenance_offsets(local_stack, setup, p)) for p in replaying(logs[0])}
+        assert any(n < full for n in left.values()), left
         wait_until(lambda: owned(logs[1]) == PARTITIONS, 60, "b to take over", logs)
-        wait_until(lambda: produced(local_stack, setup) >= total, 120, "replay to finish", logs)
+        total = PARTITIONS * full
+        wait_until(lambda: produced(local_stack, setup) >= total, 180, "replay to finish", logs)
     finally:
         for process in (a, b):
             stop(process)
-    assert_exactly_once(local_stack, setup)
+    assert_exactly_once(local_stack, setup, segments)
 
 
-def test_kill_just_after_produce_before_checkpoint_then_another_kill(
-    local_stack, ingress_setup, tmp_path
+@pytest.mark.parametrize(
+    "point", [WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT, WRITER_AFTER_CHECKPOINT_BEFORE_COMMIT]
+)
+def test_a_kill_at_a_writer_crash_point_then_another_kill(
+    local_stack, ingress_setup, tmp_path, point
 ):
     setup = ingress_setup()
     fill(setup)
     logs = [tmp_path / "a.log", tmp_path / "b.log", tmp_path / "c.log"]
-    # a kills itself (SIGKILL) after its 3rd flush of records, before writing the checkpoint.
-    a = start_instance(setup, logs[0], crash_point=f"{WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT}:3")
-    b = start_instance(setup, logs[1])
-    c = None
+    crash_dir = tmp_path / "crash"
+    # a, alone, kills itself (SIGKILL) at its 3rd arrival at the point; b takes over.
+    a = start_instance(setup, logs[0], crash_point=f"{point}:3", crash_dir=crash_dir)
+    b = c = None
     try:
         a.wait(120)
         assert a.returncode == -signal.SIGKILL, logs[0].read_text()[-2000:]
+        hit = marker(crash_dir, point)
+        assert hit is not None and hit["arrival"] == 3, hit
+        topic, _, partition = str(hit["where"]).rpartition(" partition ")
+        assert topic == setup.destination
+        partition_number = int(partition)
+        source = SourcePartition(SOURCE, setup.topic, partition_number)
+        in_log = read_partition(
+            local_stack.bootstrap(DESTINATION), topic, partition_number, "read_uncommitted"
+        )  # what the broker holds, committed or not
+        replayed = [source_offset(list(r[5]), source) or 0 for r in in_log]
+        checkpointed = last_checkpoint(local_stack, setup, partition_number)
+        if point == WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT:
+            # The moment: records are in the log beyond the last checkpoint written.
+            assert replayed and max(replayed) >= checkpointed, (max(replayed), checkpointed)
+        else:
+            # The moment: the checkpoint written (flushed) names the records after them.
+            # That their transaction is still open is not shown on the broker: the local one
+            # answers read_committed end offsets inconsistently while one is (measured).
+            assert checkpointed == max(replayed) + 1, (max(replayed), checkpointed)
+        b = start_instance(setup, logs[1])
         total = PARTITIONS * SEGMENTS * PER_SEGMENT
         wait_until(lambda: produced(local_stack, setup) > total // 2, 120, "b to go on", logs)
         kill(b)  # a second moment: mid-replay

@@ -11,6 +11,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from replicator.core.aws.clients import s3_errors
+from replicator.core.faults import S3_MID_MULTIPART_UPLOAD, crash_point
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -77,6 +78,7 @@ class S3MultipartWriter(io.RawIOBase):
                 Body=body,
             )
         self._parts.append({"PartNumber": number, "ETag": part["ETag"]})
+        crash_point(S3_MID_MULTIPART_UPLOAD)
 
     def complete(self) -> int:
         """Make the object visible; returns its size in bytes."""

@@ -28,7 +28,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from replicator.core.faults import WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT, crash_point
+from replicator.core.faults import (
+    WRITER_AFTER_CHECKPOINT_BEFORE_COMMIT,
+    WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT,
+    crash_point,
+)
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import Checkpoint, CheckpointStore, ResumePoint, WriteTarget
 from replicator.core.kafka.errors import BrokerError, OwnershipLostError, RecordTooLargeError
@@ -90,6 +94,8 @@ class PartitionWriter:
         self._checkpoints = checkpoints
         self._failure: BaseException | None = None
         self._last_destination_offset = -1
+        self._offset_at_begin = -1
+        """The last destination offset when the open transaction began."""
         self._in_transaction = False
         self._producer = Producer(
             {
@@ -133,6 +139,7 @@ class PartitionWriter:
         if not self._in_transaction:
             self._call(self._producer.begin_transaction)
             self._in_transaction = True
+            self._offset_at_begin = self._last_destination_offset
 
     def _produce_slice(self, table: pa.Table) -> None:
         t = self.target
@@ -208,8 +215,16 @@ class PartitionWriter:
         self._call(lambda: self._producer.flush(60))
         if self._failure is not None:
             raise self._failure
-        crash_point(WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT)
+        holds_records = self._last_destination_offset > self._offset_at_begin
+        if holds_records:  # the crash points claim records in the transaction
+            crash_point(WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT, where=str(self.target))
         self._checkpoint(next_source_offset)
+        if holds_records:
+            crash_point(
+                WRITER_AFTER_CHECKPOINT_BEFORE_COMMIT,
+                before=lambda: self._producer.flush(30),
+                where=str(self.target),
+            )
         self._call(lambda: self._producer.commit_transaction(60))
         self._in_transaction = False
         return self._last_destination_offset
