@@ -4,6 +4,7 @@ however many threads or processes reach the point together."""
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -64,11 +65,13 @@ def test_arrivals_racing_each_other_get_distinct_numbers(tmp_path: Path) -> None
     assert sorted(numbers) == list(range(1, 17))
 
 
-def test_arrivals_before_the_counted_one_pass(kills: list[int], monkeypatch, tmp_path) -> None:
+def test_arrivals_before_the_counted_one_pass(
+    kills: list[int], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("REPLICATOR_CRASH_POINT", f"{POINT}:3")
     flushed: list[int] = []
     for n in range(2):
-        faults.crash_point(POINT, lambda n=n: flushed.append(n))
+        faults.crash_point(POINT, partial(flushed.append, n))
     assert (kills, flushed, faults.marker(tmp_path, POINT)) == ([], [], None)
     faults.crash_point(POINT, lambda: flushed.append(2), "partition 7")
     assert flushed == [2] and len(kills) == 1
@@ -76,7 +79,9 @@ def test_arrivals_before_the_counted_one_pass(kills: list[int], monkeypatch, tmp
     assert hit is not None and (hit["arrival"], hit["where"]) == (3, "partition 7")
 
 
-def test_other_points_and_an_unarmed_process_pass(kills: list[int], monkeypatch) -> None:
+def test_other_points_and_an_unarmed_process_pass(
+    kills: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("REPLICATOR_CRASH_POINT", raising=False)
     faults.crash_point(POINT)
     monkeypatch.setenv("REPLICATOR_CRASH_POINT", faults.COMPACTION_AFTER_OUTPUT)
