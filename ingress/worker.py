@@ -251,7 +251,7 @@ class PartitionWorker(threading.Thread):
     def _replay(self, writer: RecordWriter, next_offset: int) -> None:
         late_since: tuple[int, int] | None = None  # (gap start, retries used)
         while not self._stopping.is_set():
-            self._apply_events()
+            self._apply_events(next_offset)
             if self._end is not None and next_offset >= self._end:
                 self.status.state = "done"
                 return
@@ -268,8 +268,8 @@ class PartitionWorker(threading.Thread):
                 if self.stop_at_end:
                     self.status.state = "done"
                     return
-                self._wait_for_events(self.ingress.relist_interval)
-                self._relist()
+                if not self._wait_for_events(self.ingress.relist_interval):
+                    self._relist()  # nothing arrived: the periodic look for lost events
 
     def _handle_gap(
         self, gap: Gap, late: tuple[int, int] | None, next_offset: int
@@ -413,14 +413,21 @@ class PartitionWorker(threading.Thread):
         segments = self._store.list_segments(self.source.region, self.source.topic, self.partition)
         self._index = {s.segment_key: s for s in segments}
 
-    def _apply_events(self) -> bool:
-        """Fold queued events into the index; True if any arrived."""
-        changed = False
+    def _apply_events(self, next_offset: int) -> bool:
+        """Fold queued events into the index; True if any arrived.
+
+        A removed segment wholly below ``next_offset`` was replayed already: it only
+        leaves the index. That is the common case — compaction removing what ingress
+        replayed, thousands of events after a large run — and re-listing for each would
+        cost a listing of the whole partition per event. The removal of a segment not yet
+        replayed means its replacement (a merged segment) must be found: the partition
+        re-lists, once for all the events drained together."""
+        changed = relist = False
         while True:
             try:
                 event = self.events.get_nowait()
             except queue.Empty:
-                return changed
+                break
             changed = True
             try:
                 key = event.segment(self.config.s3.prefix)
@@ -428,23 +435,28 @@ class PartitionWorker(threading.Thread):
                 continue
             if event.kind == REMOVED:
                 self._index.pop(key, None)
-                self._relist()
+                relist |= key.end >= next_offset
             elif key not in self._index:
                 modified = _parse_time(event.event_time)
                 self._index[key] = StoredSegment(key, event.s3_key, event.size, modified)
+        if relist:
+            self._relist()
+        return changed
 
-    def _wait_for_events(self, seconds: float) -> None:
+    def _wait_for_events(self, seconds: float) -> bool:
+        """Up to ``seconds`` for an event (left queued); whether one arrived."""
         deadline = time.monotonic() + seconds
         while not self._stopping.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return
+                return False
             try:
                 event = self.events.get(timeout=min(remaining, 0.5))
             except queue.Empty:
                 continue
             self.events.put(event)
-            return
+            return True
+        return False
 
 
 def _parse_time(text: str) -> datetime | None:
