@@ -130,8 +130,10 @@ class IngressMetrics:
         )
         self._server: Any = None
 
-    def serve(self, port: int, host: str = DEFAULT_HOST, health: Health | None = None) -> None:
+    def serve(self, port: int, host: str = DEFAULT_HOST, health: Health | None = None) -> int:
+        """Serve the metrics and ``health``; the port bound."""
         self._server = serve(self.registry, port, "ingress", host, health)
+        return int(self._server.server_port)
 
     def close(self) -> None:
         if self._server is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -36,7 +37,6 @@ from replicator.core.kafka.placement import slot_of
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.topics import prepare_destination, sync_configs
 from replicator.core.kafka.writer import PartitionWriter
-from replicator.core.malloc import limit_malloc_arenas
 from replicator.core.segments.descriptor import read_descriptor
 from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.store import SegmentStore
@@ -48,9 +48,20 @@ log = logging.getLogger(__name__)
 
 class IngressService:
     def __init__(
-        self, config: Config, *, stop_at_end: bool = False, handle_signals: bool = True
+        self,
+        config: Config,
+        *,
+        stop_at_end: bool = False,
+        handle_signals: bool = True,
+        read_notifications: bool = True,
+        serving: Callable[[int], object] | None = None,
     ) -> None:
+        """``read_notifications``: run the SQS reader (one per instance: the other
+        processes of a multi-process instance do not). ``serving`` is told the port the
+        metrics endpoint bound (``metrics_port = 0`` picks one)."""
         self.config = config
+        self._read_notifications = read_notifications
+        self._serving = serving
         self.ingress = required(config, "ingress")
         self.region = self.ingress.region
         self.stop_at_end = stop_at_end
@@ -198,7 +209,8 @@ class IngressService:
         Ready: the group has given this instance its share, and not all of it halted."""
         health = Health()
         health.add_liveness(self._loop_beat.check)
-        health.add_liveness(self._sqs_reader_check)
+        if self._read_notifications:
+            health.add_liveness(self._sqs_reader_check)
         if self.ingress.sync_group_offsets:
             health.add_liveness(thread_check("group-sync", lambda: self._group_sync))
         health.add_readiness(self._assignment_check)
@@ -223,7 +235,11 @@ class IngressService:
     def run(self) -> int:
         self.prepare()
         if self.ingress.metrics_port is not None:
-            self.metrics.serve(self.ingress.metrics_port, self.ingress.metrics_host, self.probes)
+            port = self.metrics.serve(
+                self.ingress.metrics_port, self.ingress.metrics_host, self.probes
+            )
+            if self._serving is not None:
+                self._serving(port)
         with stop_on_signals(self._stop, install=self._handle_signals):
             halted = self._serve()
         if halted:
@@ -233,8 +249,7 @@ class IngressService:
     def _serve(self) -> list[str]:
         """Follow the segment events until stopped (or done, with ``stop_at_end``); the
         reasons of the partitions that halted."""
-        bridge = self._bridge = SqsBridge(self.config, self.kafka, self.metrics)
-        bridge.start()
+        bridge = self._bridge = self._start_bridge()
         group_sync = make_group_sync(
             self.config,
             self.kafka,
@@ -276,7 +291,8 @@ class IngressService:
                 self.metrics.ready_partitions.labels(self.region).set(
                     len(self.workers) - len(self.workers.halted())
                 )
-                bridge = self._bridge = self._supervise_bridge(bridge)
+                if bridge is not None:
+                    bridge = self._bridge = self._supervise_bridge(bridge)
                 if time.monotonic() >= next_refresh:
                     next_refresh = time.monotonic() + self.ingress.descriptor_interval
                     self._refresh_topics()
@@ -287,11 +303,19 @@ class IngressService:
             halted = self.workers.halted()
             consumer.close()
             self.workers.stop()
-            bridge.stop()
             group_sync.stop()
-            bridge.join(10)
+            if bridge is not None:
+                bridge.stop()
+                bridge.join(10)
             self.metrics.close()
         return halted
+
+    def _start_bridge(self) -> SqsBridge | None:
+        if not self._read_notifications:
+            return None
+        bridge = SqsBridge(self.config, self.kafka, self.metrics)
+        bridge.start()
+        return bridge
 
     def _supervise_bridge(self, bridge: SqsBridge) -> SqsBridge:
         """A notification reader that died (whatever killed it) is replaced and reported:
@@ -300,8 +324,8 @@ class IngressService:
             return bridge
         self.metrics.sqs_reader_restarts.labels(self.region).inc()
         log.error("the SQS notification reader stopped (%s); starting a new one", bridge.failure)
-        replacement = SqsBridge(self.config, self.kafka, self.metrics)
-        replacement.start()
+        replacement = self._start_bridge()
+        assert replacement is not None
         return replacement
 
     def _finished(self) -> bool:
@@ -393,8 +417,3 @@ class IngressService:
         )
         if worker is not None:
             worker.notify(event)
-
-
-def run_ingress(config: Config, *, stop_at_end: bool = False) -> int:
-    limit_malloc_arenas()  # before the worker threads exist: see replicator.core.malloc
-    return IngressService(config, stop_at_end=stop_at_end).run()

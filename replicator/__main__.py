@@ -2,4 +2,5 @@
 
 from replicator.cli import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -61,7 +61,7 @@ def _egress(args: argparse.Namespace) -> int:
 
 
 def _ingress(args: argparse.Namespace) -> int:
-    from ingress.service import run_ingress
+    from ingress.instance import run_ingress
 
     config = _load(args)
     required(config, "ingress")

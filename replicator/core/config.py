@@ -392,7 +392,13 @@ class IngressConfig(_Model):
     """Segment row groups decoded and being produced at once, over all partitions of the
     instance. Each costs about three times the row group (8 MiB as egress writes them):
     this, not the number of partitions owned, bounds ingress memory. Replay is CPU-bound
-    in one process, so more than the cores it has buys nothing."""
+    in one process, so more than the cores it has buys nothing (``processes`` uses the
+    others)."""
+    processes: PositiveInt | None = None
+    """Replay processes under one instance, each a member of the ingress group with its
+    own writers and its own ``read_concurrency`` (memory is bounded per process). Unset:
+    one per core this process may run on. Set it where the cores seen are not the cores
+    granted (a container's CPU limit)."""
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
     metrics_host: Annotated[str, AfterValidator(_host)] = "0.0.0.0"
     """Interface the metrics endpoint binds to (default: every interface)."""
@@ -407,6 +413,10 @@ class IngressConfig(_Model):
     """``/healthz`` fails when the events loop, the SQS reader or the group sync has
     not come round its loop for this long (each loop's own waits are bounded well below)."""
     sources: list[IngressSource] = Field(default_factory=list)
+
+    def process_count(self) -> int:
+        """``processes``, or the cores this process may run on."""
+        return self.processes or len(os.sched_getaffinity(0))
 
     def match(self, region: str, topic: str) -> tuple[int, IngressSource] | None:
         """The source entry (its index and itself, for ``topic``) that ``region``/``topic``

@@ -44,6 +44,15 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def current_logging() -> tuple[str, str]:
+    """The level and format :func:`configure_logging` set in this process, for a child
+    process to configure its own logging the same way."""
+    root = logging.getLogger()
+    formatter = root.handlers[0].formatter if root.handlers else None
+    fmt = "json" if isinstance(formatter, JsonFormatter) else "text"
+    return logging.getLevelName(root.level), fmt
+
+
 class ContextLog(logging.LoggerAdapter[logging.Logger]):
     """A logger that adds fixed fields (region, topic, partition) to every record, merged
     with the call's own ``extra`` (offsets), so per-partition code logs them without
