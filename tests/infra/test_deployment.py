@@ -71,10 +71,16 @@ def test_every_workload_runs_a_replicator_command_on_the_mounted_config(name):
         assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
 
 
-def test_ingress_memory_is_requested_above_its_measured_peak():
+def test_ingress_memory_is_requested_above_its_measured_peak_for_each_process():
     [container] = pod_spec(workloads()["replicator-ingress"])["containers"]
-    request = container["resources"]["requests"]["memory"]
-    assert request.endswith("Mi") and int(request[:-2]) >= 512
+    request = container["resources"]["requests"]
+    assert request["memory"].endswith("Mi")
+    # A container sees its node's cores: the default (a process per core) is not the
+    # pod's share, so the config names the processes, one per requested core.
+    text = resources()[("ConfigMap", "replicator-config")]["data"]["replicator.toml"]
+    ingress = parse_config(text, "replicator-config", SECRETS).ingress
+    assert ingress is not None and ingress.processes == int(request["cpu"])
+    assert int(request["memory"][:-2]) >= 512 * ingress.processes
 
 
 def test_compaction_runs_once_per_schedule_never_two_at_a_time():
