@@ -11,9 +11,11 @@ import argparse
 import io
 import json
 import time
+from typing import Any
 
 import pyarrow.parquet as pq
 
+from bench.aws_requests import count, counting, priced
 from bench.ingress_throughput import workload
 from bench.local_stack import bench_stack
 from compaction.job import CompactionJob
@@ -53,8 +55,8 @@ def plain_rewrite(store: SegmentStore, partitions: int) -> tuple[int, float]:
     return total, time.perf_counter() - started
 
 
-def measure(records: int, partitions: int, segments: int) -> dict[str, float]:
-    with bench_stack(CONFIG, "compaction") as (config, _root):
+def measure(records: int, partitions: int, segments: int) -> dict[str, Any]:
+    with bench_stack(CONFIG, "compaction") as (config, root):
         store = SegmentStore.for_region(config, "us-east-1")
         per_segment = records // partitions // segments
         for partition in range(partitions):
@@ -65,9 +67,11 @@ def measure(records: int, partitions: int, segments: int) -> dict[str, float]:
                     workload(start, per_segment),
                 )
         base_bytes, base_seconds = plain_rewrite(store, partitions)
-        started = time.perf_counter()
-        report = CompactionJob(config).run_once()
-        seconds = time.perf_counter() - started
+        with counting(root / "aws.log") as log:
+            started = time.perf_counter()
+            report = CompactionJob(config).run_once()
+            seconds = time.perf_counter() - started
+        requests = priced(count(log.read_text()), report.records)
     return {
         "segment_bytes": base_bytes,
         "baseline_mb_per_s": base_bytes / base_seconds / 1e6,
@@ -80,6 +84,8 @@ def measure(records: int, partitions: int, segments: int) -> dict[str, float]:
         "baseline_records_per_s": report.records / base_seconds,
         "compaction_records_per_s": report.records / seconds,
         "compaction_records_per_s_in_merges": report.records / (report.merge_seconds / 2),
+        "aws": requests,
+        "segment_limits": f"{segments} level-0 segments a partition merged into one",
     }
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from typing import Any
 
+from bench.aws_requests import count, counting, priced
 from bench.baselines import plain_consume
 from bench.local_stack import bench_stack
 from bench.memory import PeakRss, spark_python_process
@@ -29,17 +31,18 @@ max_segment_age = "5m"
 """
 
 
-def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dict[str, float | str]:
+def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dict[str, Any]:
     template = CONFIG.replace("{segment_bytes}", segment_bytes)
-    with bench_stack(template, "egress") as (config, _root):
+    with bench_stack(template, "egress") as (config, root):
         bootstrap = config.region("us-east-1").kafka.bootstrap_servers
         produce_workload(bootstrap, "bench", partitions, records)
         base_records, base_bytes, base_seconds = plain_consume(bootstrap, "bench", partitions)
         # Spark's Python processes: the worker daemon and the workers it forks.
-        with PeakRss(spark_python_process) as memory:
+        with PeakRss(spark_python_process) as memory, counting(root / "aws.log") as log:
             started = time.perf_counter()
             run = EgressJob(config, stop_at_end=True).run()
             egress_seconds = time.perf_counter() - started
+        requests = priced(count(log.read_text()), base_records)
     peak, command = memory.largest()
     exported = run.records - run.batches * partitions  # range rows are not records
     return {
@@ -59,6 +62,8 @@ def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dic
         "spark_worker_peak_rss_mib": peak / 2**20,
         "spark_worker_command": command,
         "max_segment_bytes": segment_bytes,
+        "aws": requests,
+        "segment_limits": f"max_segment_messages 1,000,000, max_segment_bytes {segment_bytes}",
     }
 
 

@@ -1,5 +1,6 @@
 """Ingress throughput next to one plain confluent-kafka producer sending the same records
-from memory, in the same run.
+from memory, in the same run: with one replay process, and with one per core (the
+default), each into a destination of its own.
 
 Usage: python -m bench.ingress_throughput [--records N] [--partitions P]
 Starts its own local stack on free ports; prints the figures as JSON.
@@ -13,11 +14,14 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.aws_requests import count, counting, priced
 from bench.local_stack import bench_stack
 from bench.memory import PeakRss
 from bench.workload import VALUE_BYTES
@@ -111,7 +115,7 @@ def plain_produce(
     return count, time.perf_counter() - started
 
 
-def measure(records: int, partitions: int) -> dict[str, float]:
+def measure(records: int, partitions: int) -> dict[str, Any]:
     with bench_stack(CONFIG, "ingress") as (config, root):
         store = SegmentStore.for_region(config, "us-west-1")
         per_partition = records // partitions
@@ -133,22 +137,61 @@ def measure(records: int, partitions: int) -> dict[str, float]:
         bootstrap = config.region("us-west-1").kafka.bootstrap_servers
         base_records, base_seconds = plain_produce(bootstrap, "bench.baseline", partitions, batches)
         del batches
-        # A process of its own, as operators run it, so that its peak RSS is its own.
-        command = [sys.executable, "-m", "replicator", "--log-level", "WARNING", "ingress"]
-        command += ["--config", str(root / "bench.toml"), "--stop-at-end"]
-        with PeakRss(lambda line: "replicator" in line and " ingress " in line) as memory:
-            started = time.perf_counter()
-            subprocess.run(command, check=True, timeout=1800)
-            ingress_seconds = time.perf_counter() - started
-    peak, _ = memory.largest()
+        one = replay(root, 1)
+        cores = len(os.sched_getaffinity(0))
+        every_core = replay(root, cores) if cores > 1 else one
     return {
         "records": base_records,
         "baseline_records_per_s": base_records / base_seconds,
-        "ingress_records_per_s": base_records / ingress_seconds,
-        "ingress_seconds": ingress_seconds,
-        "ratio_records_per_s": base_seconds / ingress_seconds,
-        "ingress_peak_rss_mib": peak / 2**20,
+        "ingress_processes": cores,
+        "ingress_records_per_s": base_records / every_core["seconds"],
+        "ingress_seconds": every_core["seconds"],
+        "ratio_records_per_s": base_seconds / every_core["seconds"],
+        "ingress_peak_rss_mib": every_core["peak_rss_mib"],
+        "ingress_parent_rss_mib": every_core["parent_rss_mib"],
+        "one_process_records_per_s": base_records / one["seconds"],
+        "one_process_peak_rss_mib": one["peak_rss_mib"],
         "segment_mib": segment_bytes / 2**20,
+        "aws": priced(every_core["requests"], base_records),
+        "segment_limits": f"{SEGMENT_RECORDS:,} records a segment",
+    }
+
+
+def is_ingress(command: str) -> bool:
+    """The ingress command, or one of its replay processes (started by multiprocessing)."""
+    return ("replicator" in command and " ingress " in command) or "spawn_main" in command
+
+
+def replay(root: Path, processes: int) -> dict[str, Any]:
+    """Replay every segment with ``processes`` replay processes into a destination topic
+    of its own, as a process of its own (as operators run it, so that the peak RSS of
+    each process is its own)."""
+    text = (root / "bench.toml").read_text()
+    text = text.replace(
+        'destination_topic = "bench.copy"', f'destination_topic = "bench.copy.{processes}"'
+    )
+    text = text.replace(
+        "[ingress]\n",
+        f'[ingress]\nprocesses = {processes}\ngroup_id = "bench-ingress-{processes}"\n'
+        f'checkpoint_topic = "bench.checkpoints.{processes}"\n'
+        f'segment_events_topic = "bench.segmentevents.{processes}"\n',
+    )
+    path = root / f"bench-{processes}.toml"
+    path.write_text(text)
+    command = [sys.executable, "-m", "replicator", "--log-level", "WARNING", "ingress"]
+    command += ["--config", str(path), "--stop-at-end"]
+    with PeakRss(is_ingress) as memory, counting(root / f"aws-{processes}.log") as log:
+        started = time.perf_counter()
+        subprocess.run(command, check=True, timeout=1800)
+        seconds = time.perf_counter() - started
+    parent = max(
+        (peak for peak, cmd in memory.peaks.values() if "spawn_main" not in cmd), default=0
+    )
+    return {
+        "requests": count(log.read_text()),
+        "seconds": seconds,
+        "peak_rss_mib": memory.largest()[0] / 2**20,
+        "parent_rss_mib": parent / 2**20,
     }
 
 

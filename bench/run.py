@@ -101,7 +101,17 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                 i["baseline_records_per_s"],
                 0.8,
             ),
-            _limit_figure("ingress process peak RSS", "MiB", i["ingress_peak_rss_mib"], 512),
+            Figure(
+                "ingress records/s, one replay process",
+                "rec/s",
+                i.get("one_process_records_per_s", i["ingress_records_per_s"]),
+                i["baseline_records_per_s"],
+                "-",
+                True,
+            ),
+            _limit_figure(
+                "ingress largest process peak RSS", "MiB", i["ingress_peak_rss_mib"], 512
+            ),
         ]
     if "compaction" in raw:
         c = raw["compaction"]
@@ -196,6 +206,33 @@ def render(found: list[Figure]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
 
 
+def cost_table(raw: dict[str, dict[str, Any]]) -> str:
+    """S3 and SQS requests per million records for each stage that counted them, with the
+    segment limits they were counted under. Pure."""
+    rows = [("stage", "PUT/POST/LIST", "GET/HEAD", "DELETE", "SQS", "USD", "limits")]
+    for stage in ("egress", "ingress", "compaction", "restore"):
+        aws = raw.get(stage, {}).get("aws")
+        if not aws:
+            continue
+        per = aws["per_million_records"]
+        rows.append(
+            (
+                stage,
+                f"{per['put_post_list']:,.0f}",
+                f"{per['get']:,.0f}",
+                f"{per['delete']:,.0f}",
+                f"{per['sqs']:,.0f}",
+                f"{aws['usd_per_million_records']:.4f}",
+                str(raw[stage].get("segment_limits", "")),
+            )
+        )
+    if len(rows) == 1:
+        return ""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "AWS requests per million records (USD at us-east-1 list prices)\n" + "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
@@ -244,6 +281,10 @@ def main() -> None:
     found = figures_from(raw)
     print()
     print(render(found))
+    costs = cost_table(raw)
+    if costs:
+        print()
+        print(costs)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(
         json.dumps(

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from replicator.core.aws.clients import REQUEST_LOG_ENV
 from replicator.core.config import (
     Config,
     SparkConfig,
@@ -63,6 +64,7 @@ def spark_session(
         "spark.sql.execution.arrow.maxRecordsPerBatch": "20000",
         "spark.sql.streaming.numRecentProgressUpdates": "20",
         **executors,
+        **_request_log_setting(),
     }
     if not (master or "local").startswith("local"):
         defaults.update(CLUSTER_SECURITY)
@@ -72,6 +74,13 @@ def spark_session(
         spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _request_log_setting() -> dict[str, str]:
+    """The AWS request log (a benchmark's) for this session's Python workers too: they are
+    started by a JVM that may predate the variable (one per driver process)."""
+    path = os.environ.get(REQUEST_LOG_ENV)
+    return {f"spark.executorEnv.{REQUEST_LOG_ENV}": path} if path else {}
 
 
 @contextmanager

@@ -1,4 +1,8 @@
-from bench.run import figures_from, render
+from collections import Counter
+
+import pytest
+
+from bench.run import cost_table, figures_from, render
 
 
 def test_figures_are_judged_against_their_same_run_baselines_and_limits():
@@ -13,7 +17,26 @@ def test_figures_are_judged_against_their_same_run_baselines_and_limits():
     by_name = {f.name: f for f in figures_from(raw)}
     rate = by_name["ingress records/s"]
     assert (rate.ratio, rate.met) == (0.9, True)
-    assert not by_name["ingress process peak RSS"].met
+    assert not by_name["ingress largest process peak RSS"].met
     assert by_name["end-to-end latency p99"].met and by_name["end-to-end latency p99"].ratio is None
     table = render(list(by_name.values()))
     assert "0.90" in table and "NO" in table and "<= 512 MiB" in table
+
+
+def test_the_cost_table_prices_each_stage_per_million_records():
+    from bench.aws_requests import priced
+
+    requests = Counter(
+        {("s3", "PutObject"): 8, ("s3", "ListObjectsV2"): 2, ("sqs", "ReceiveMessage"): 5}
+    )
+    aws = priced(requests, 2_000_000)
+    assert aws["per_million_records"] == {
+        "put_post_list": 5.0,
+        "get": 0.0,
+        "delete": 0.0,
+        "sqs": 2.5,
+    }
+    assert aws["usd_per_million_records"] == pytest.approx(5 * 0.005 / 1000 + 2.5 * 0.0004 / 1000)
+    table = cost_table({"egress": {"aws": aws, "segment_limits": "1,000 records"}, "ingress": {}})
+    assert "egress" in table and "ingress" not in table and "1,000 records" in table
+    assert cost_table({}) == ""

@@ -3,6 +3,11 @@
 
 Clients are created where they are used, once per process: boto3 clients are not
 picklable and not meant to be shared across processes.
+
+``REPLICATOR_AWS_REQUEST_LOG=<file>`` makes every client of every process that inherits it
+(Spark's Python workers included) append one line per HTTP request it sends, retries
+included: ``<service> <operation>``. ``make bench`` prices a stage with it; unset, it
+costs nothing.
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ def _session_kwargs(config: Config, region: str, boto: BotoConfig = _BOTO_CONFIG
     return kwargs
 
 
+REQUEST_LOG_ENV = "REPLICATOR_AWS_REQUEST_LOG"
+
 _clients: dict[tuple[Any, ...], Any] = {}
 _clients_lock = threading.Lock()
 
@@ -69,13 +76,33 @@ def _client(service: str, config: Config, region: str, boto: BotoConfig = _BOTO_
     forks its Python workers) must not use its parent's connection pool.
     """
     kwargs = _session_kwargs(config, region, boto)
-    key = (os.getpid(), service, *sorted((k, repr(v)) for k, v in kwargs.items()))
+    logged = os.environ.get(REQUEST_LOG_ENV)
+    key = (os.getpid(), service, logged, *sorted((k, repr(v)) for k, v in kwargs.items()))
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
             client = boto3.session.Session().client(service, **kwargs)  # type: ignore[call-overload]
+            _log_requests(client, service)
             _clients[key] = client
         return client
+
+
+def _log_requests(client: Any, service: str) -> None:
+    """Append each request ``client`` sends to the request log while one is set."""
+    if not os.environ.get(REQUEST_LOG_ENV):
+        return
+
+    def record(operation_name: str = "", **_: Any) -> None:
+        path = os.environ.get(REQUEST_LOG_ENV)
+        if not path:  # unset since the client was made
+            return
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(descriptor, f"{service} {operation_name}\n".encode())  # one atomic line
+        finally:
+            os.close(descriptor)
+
+    client.meta.events.register(f"request-created.{service}", record)
 
 
 def s3_client(config: Config, region: str) -> S3Client:
