@@ -3,7 +3,8 @@
 Runs the egress, ingress and compaction throughput benchmarks on the fixed workload
 (8 partitions, 2,000,000 records, 16-byte keys, 200-byte values, one header), the
 end-to-end latency benchmark, the relay's throughput (half the workload) and latency, and
-samples peak memory while they run; prints a table and
+the scale benchmark (:mod:`bench.scale`), samples peak memory while they run, counts the
+AWS requests of each stage; prints the tables and
 writes ``bench/results/latest.json``. Each benchmark starts its own local stack.
 
 Usage: python -m bench.run [--records N] [--latency-seconds S] [--only NAME ...]
@@ -16,7 +17,7 @@ import json
 import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from bench import (
     latency,
     relay,
     restore_throughput,
+    scale,
 )
 from replicator.core.logs import configure_logging
 
@@ -206,6 +208,64 @@ def render(found: list[Figure]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
 
 
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def scale_tables(scale: dict[str, Any]) -> str:
+    """The scale benchmark's two tables: per partition count, per segment count. Pure."""
+    rows: list[tuple[str, ...]] = [
+        (
+            "partitions",
+            "egress s in batches (whole)",
+            "egress worker RSS",
+            "egress S3 req/M",
+            "ingress s",
+            "ingress largest RSS",
+            "ingress S3 req/M",
+        )
+    ]
+    for count, stages in scale["partitions"].items():
+        e, i = stages["egress"], stages["ingress"]
+
+        def requests(aws: dict[str, Any]) -> str:
+            return f"{sum(aws['per_million_records'].values()):,.0f}"
+
+        rows.append(
+            (
+                count,
+                f"{e['seconds_in_batches']:.1f} ({e['seconds']:.1f})",
+                f"{e['peak_rss_mib']:.0f} MiB",
+                requests(e["aws"]),
+                f"{i['seconds']:.1f}",
+                f"{i['peak_rss_mib']:.0f} MiB",
+                requests(i["aws"]),
+            )
+        )
+    segments: list[tuple[str, ...]] = [
+        ("segments", "listing s", "LISTs", "planning s", "removal events s", "LISTs for them")
+    ]
+    for row in scale["segments"]:
+        segments.append(
+            (
+                f"{row['segments']:,}",
+                f"{row['listing_seconds']:.2f}",
+                str(row["listing_requests"]),
+                f"{row['planning_seconds']:.3f}",
+                f"{row['removal_events_seconds']:.2f}",
+                str(row["removal_events_list_requests"]),
+            )
+        )
+    return (
+        f"Scale: {scale['records']:,} records over each partition count\n"
+        + _table(rows)
+        + "\n\nScale: segments in one partition (ingress listing, compaction planning, "
+        + "a removal event for each)\n"
+        + _table(segments)
+    )
+
+
 def cost_table(raw: dict[str, dict[str, Any]]) -> str:
     """S3 and SQS requests per million records for each stage that counted them, with the
     segment limits they were counted under. Pure."""
@@ -228,9 +288,7 @@ def cost_table(raw: dict[str, dict[str, Any]]) -> str:
         )
     if len(rows) == 1:
         return ""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return "AWS requests per million records (USD at us-east-1 list prices)\n" + "\n".join(lines)
+    return "AWS requests per million records (USD at us-east-1 list prices)\n" + _table(rows)
 
 
 def main() -> None:
@@ -250,8 +308,12 @@ def main() -> None:
             "latency",
             "relay",
             "relay_latency",
+            "scale",
         ],
     )
+    parser.add_argument("--scale-records", type=int, default=256_000)
+    parser.add_argument("--scale-partitions", type=int, nargs="+", default=[8, 64, 512])
+    parser.add_argument("--scale-segments", type=int, nargs="+", default=[100, 1_000, 10_000])
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
     configure_logging("WARNING")
@@ -263,6 +325,7 @@ def main() -> None:
         "latency",
         "relay",
         "relay_latency",
+        "scale",
     ]
     raw: dict[str, dict[str, Any]] = {}
     started = time.monotonic()
@@ -274,6 +337,9 @@ def main() -> None:
         "latency": lambda: latency.measure(args.latency_rate, args.latency_seconds),
         "relay": lambda: relay.measure_throughput(args.records // 2, args.partitions),
         "relay_latency": lambda: relay.measure_latency(args.latency_rate, args.latency_seconds / 2),
+        "scale": lambda: scale.measure(
+            args.scale_records, args.scale_partitions, args.scale_segments
+        ),
     }
     for name in wanted:
         print(f"running the {name} benchmark ...", flush=True)
@@ -285,6 +351,9 @@ def main() -> None:
     if costs:
         print()
         print(costs)
+    if "scale" in raw:
+        print()
+        print(scale_tables(raw["scale"]))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(
         json.dumps(

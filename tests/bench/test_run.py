@@ -2,7 +2,7 @@ from collections import Counter
 
 import pytest
 
-from bench.run import cost_table, figures_from, render
+from bench.run import cost_table, figures_from, render, scale_tables
 
 
 def test_figures_are_judged_against_their_same_run_baselines_and_limits():
@@ -40,3 +40,30 @@ def test_the_cost_table_prices_each_stage_per_million_records():
     table = cost_table({"egress": {"aws": aws, "segment_limits": "1,000 records"}, "ingress": {}})
     assert "egress" in table and "ingress" not in table and "1,000 records" in table
     assert cost_table({}) == ""
+
+
+def test_the_scale_tables_show_each_partition_and_segment_count():
+    aws = {"per_million_records": {"put_post_list": 10.0, "get": 5.0, "delete": 0.0, "sqs": 1.0}}
+    stage = {"seconds": 20.0, "seconds_in_batches": 9.5, "peak_rss_mib": 300.0, "aws": aws}
+    scale = {
+        "records": 256_000,
+        "partitions": {
+            "8": {"egress": stage, "ingress": stage},
+            "512": {"egress": stage, "ingress": stage},
+        },
+        "segments": [
+            {
+                "segments": 10_000,
+                "listing_seconds": 1.5,
+                "listing_requests": 10,
+                "planning_seconds": 0.2,
+                "removal_events_seconds": 0.4,
+                "removal_events_list_requests": 1,
+            }
+        ],
+    }
+    text = scale_tables(scale)
+    lines = text.splitlines()
+    assert lines[0] == "Scale: 256,000 records over each partition count"
+    assert any(line.startswith("512 ") and "9.5 (20.0)" in line and "16" in line for line in lines)
+    assert any(line.startswith("10,000") and "1.50" in line for line in lines)

@@ -7,7 +7,7 @@ picklable and not meant to be shared across processes.
 ``REPLICATOR_AWS_REQUEST_LOG=<file>`` makes every client of every process that inherits it
 (Spark's Python workers included) append one line per HTTP request it sends, retries
 included: ``<service> <operation>``. ``make bench`` prices a stage with it; unset, it
-costs nothing.
+costs an environment look-up per request.
 """
 
 from __future__ import annotations
@@ -76,8 +76,7 @@ def _client(service: str, config: Config, region: str, boto: BotoConfig = _BOTO_
     forks its Python workers) must not use its parent's connection pool.
     """
     kwargs = _session_kwargs(config, region, boto)
-    logged = os.environ.get(REQUEST_LOG_ENV)
-    key = (os.getpid(), service, logged, *sorted((k, repr(v)) for k, v in kwargs.items()))
+    key = (os.getpid(), service, *sorted((k, repr(v)) for k, v in kwargs.items()))
     with _clients_lock:
         client = _clients.get(key)
         if client is None:
@@ -88,9 +87,8 @@ def _client(service: str, config: Config, region: str, boto: BotoConfig = _BOTO_
 
 
 def _log_requests(client: Any, service: str) -> None:
-    """Append each request ``client`` sends to the request log while one is set."""
-    if not os.environ.get(REQUEST_LOG_ENV):
-        return
+    """Append each request ``client`` sends to the request log while one is set (looked
+    up per request: a client made before the log was set counts too)."""
 
     def record(operation_name: str = "", **_: Any) -> None:
         path = os.environ.get(REQUEST_LOG_ENV)
