@@ -15,7 +15,7 @@ run and are deleted once that segment is verified.
 Segments may overlap: an egress replay that split a range differently, a changed
 ``max_segment_bytes``, a merge interrupted before its clean-up, a level-1 segment next to
 the level-0 versions of part of it. Planning therefore walks the partition as a reader
-does (:func:`replicator.core.segments.selection.next_step`: from the next offset, the
+does (:func:`replicator.core.segments.selection.reading_chain`: from the next offset, the
 segment covering it that reaches furthest): that *chain* is what readers use. Chain
 segments within the levels are merged (a merge input that overlaps the previous one
 contributes only its offsets after it); every other segment within the levels that the
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from replicator.core.config import CompactionTopicConfig
 from replicator.core.segments.key import SegmentKey
-from replicator.core.segments.selection import Gap, ReadNext, next_step
+from replicator.core.segments.selection import reading_chain
 from replicator.core.segments.store import StoredSegment
 
 
@@ -110,17 +110,7 @@ def _chain(segments: Sequence[StoredSegment]) -> list[StoredSegment]:
     """The segments a reader uses, in order: from the lowest offset, the one covering the
     next offset that reaches furthest; past a hole, on from the next segment."""
     by_key = {s.segment_key: s for s in segments}
-    chain: list[StoredSegment] = []
-    offset = min((k.start for k in by_key), default=0)
-    while True:
-        step = next_step(offset, by_key)
-        if isinstance(step, ReadNext):
-            chain.append(by_key[step.segment])
-            offset = step.segment.end + 1
-        elif isinstance(step, Gap):
-            offset = step.last + 1
-        else:
-            return chain
+    return [by_key[key] for key in reading_chain(by_key)]
 
 
 def _redundant(

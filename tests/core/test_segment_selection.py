@@ -1,5 +1,9 @@
 """Which segment a reader takes next from overlapping segments of any level."""
 
+import random
+
+import pytest
+
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.selection import (
     CaughtUp,
@@ -8,6 +12,7 @@ from replicator.core.segments.selection import (
     exported_end,
     lowest_start,
     next_step,
+    reading_chain,
 )
 
 
@@ -38,3 +43,36 @@ def test_lowest_start_of_the_known_segments():
 def test_exported_end_is_the_half_open_end_of_the_furthest_segment_at_any_level():
     assert exported_end([key(0, 9), key(0, 99, level=1), key(10, 19)]) == 100
     assert exported_end([]) is None
+
+
+def _chain_by_steps(keys: list[SegmentKey]) -> list[SegmentKey]:
+    """The chain as a reader walks it, one next_step at a time."""
+    chain: list[SegmentKey] = []
+    offset = min((k.start for k in keys), default=0)
+    while True:
+        step = next_step(offset, keys)
+        if isinstance(step, ReadNext):
+            chain.append(step.segment)
+            offset = step.segment.end + 1
+        elif isinstance(step, Gap):
+            offset = step.last + 1
+        else:
+            return chain
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_reading_chain_is_what_next_step_gives_step_by_step(seed):
+    rng = random.Random(seed)
+    keys = set()
+    for _ in range(rng.randrange(0, 60)):
+        start = rng.randrange(0, 500)
+        keys.add(SegmentKey("r", "t", 0, rng.randrange(0, 3), start, start + rng.randrange(0, 80)))
+    listed = sorted(keys, key=lambda k: k.to_s3_key("data"))  # listing order
+    assert reading_chain(listed) == _chain_by_steps(listed)
+
+
+def test_the_reading_chain_of_ten_thousand_segments_is_linear_in_steps():
+    keys = [SegmentKey("r", "t", 0, 0, i * 10, i * 10 + 9) for i in range(10_000)]
+    keys += [SegmentKey("r", "t", 0, 1, 0, 49_999)]  # a merge over the first half
+    chain = reading_chain(keys)
+    assert chain[0] == keys[-1] and chain[1] == keys[5_000] and len(chain) == 5_001

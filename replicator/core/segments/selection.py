@@ -11,6 +11,7 @@ back (the drill's verification of the archive).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -54,6 +55,38 @@ def next_step(next_offset: int, segments: Iterable[SegmentKey]) -> Step:
     if later is not None:
         return Gap(next_offset, later - 1)
     return CaughtUp()
+
+
+def reading_chain(segments: Iterable[SegmentKey]) -> list[SegmentKey]:
+    """The segments a reader takes, in order, from the lowest offset to the end: what
+    :func:`next_step` gives again and again, past holes (a hole moves on to the next
+    segment's start), in O(n log n) rather than the O(n) per step of asking
+    :func:`next_step` each time — a partition may hold 10,000 segments.
+
+    Segments are taken in start order into a heap of those that cover the next offset,
+    ordered as :func:`next_step` chooses (furthest end, then higher level, then — among
+    equals — the lower start, the first in listing order); a segment is dropped for good
+    once the next offset passed its end, since the next offset only grows."""
+    pending = sorted(segments, key=lambda k: (k.start, k.level, k.end))
+    covering: list[tuple[int, int, int, int, SegmentKey]] = []
+    chain: list[SegmentKey] = []
+    index = 0
+    offset = pending[0].start if pending else 0
+    while True:
+        while index < len(pending) and pending[index].start <= offset:
+            k = pending[index]
+            heapq.heappush(covering, (-k.end, -k.level, k.start, index, k))
+            index += 1
+        while covering and covering[0][4].end < offset:
+            heapq.heappop(covering)
+        if covering:
+            best = covering[0][4]
+            chain.append(best)
+            offset = best.end + 1
+        elif index < len(pending):
+            offset = pending[index].start  # a hole: on from the next segment
+        else:
+            return chain
 
 
 def lowest_start(segments: Iterable[SegmentKey]) -> int | None:
