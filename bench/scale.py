@@ -168,7 +168,14 @@ def measure(
             "ingress": ingress_at(p, records),
         }
     with bench_stack(SEGMENTS_CONFIG, "scale-segments") as (config, root):
-        store = SegmentStore.for_region(config, "us-west-1")
+        # A bucket of its own, without notifications or replication: the local S3's cost
+        # of notifying a queue that grows by one message per object would dominate.
+        regional = SegmentStore.for_region(config, "us-west-1")
+        regional.client.create_bucket(
+            Bucket="scale-listing",
+            CreateBucketConfiguration={"LocationConstraint": "us-west-1"},
+        )
+        store = SegmentStore(regional.client, "scale-listing", "data")
         for n in segment_counts:
             result["segments"].append(segments_at(store, config, root, n))
     return result

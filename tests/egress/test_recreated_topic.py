@@ -54,7 +54,10 @@ def test_a_recreated_topic_is_held_with_an_error(local_stack, egress_config, uni
 
     admin = local_stack.admin(SOURCE)
     admin.delete_topics([topic])[topic].result(timeout=30)
-    time.sleep(1)
+    deadline = time.monotonic() + 30
+    while topic in admin.list_topics(timeout=10).topics:  # gone before it is created again
+        assert time.monotonic() < deadline, f"{topic} still listed after its deletion"
+        time.sleep(0.2)
     create_topic(local_stack, topic, 1)
     produce(local_stack, topic, 30)  # more offsets than were exported
 

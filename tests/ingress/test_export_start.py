@@ -7,7 +7,7 @@ import threading
 import time
 
 from ingress.service import IngressService
-from tests.fixtures.ingress import provenance_offsets, segment_batch
+from tests.fixtures.ingress import provenance_offsets, segment_batch, wait_ready
 
 RANGES = [(0, 9), (10, 19), (20, 29), (30, 39)]
 
@@ -25,7 +25,7 @@ def test_a_backlog_arriving_last_segment_first_is_replayed_from_its_first_offset
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()
     try:
-        time.sleep(1)
+        wait_ready(service)
         setup.put_descriptor(1, export_start={0: 0})
         for start, end in reversed(RANGES[1:-1]):
             setup.put_segment(0, start, end, segment_batch(start, end - start + 1))

@@ -15,7 +15,13 @@ from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.segments.key import SegmentKey
 from tests.fixtures.hostile import HOSTILE
-from tests.fixtures.ingress import provenance_offsets, segment_batch
+from tests.fixtures.ingress import (
+    provenance_offsets,
+    queue_holds,
+    segment_batch,
+    wait_for,
+    wait_ready,
+)
 from tests.fixtures.relay import create_topic
 from tests.fixtures.stack import DESTINATION, SOURCE
 
@@ -233,13 +239,13 @@ def test_duplicated_reordered_and_dropped_events_leave_the_destination_exact(
     sqs = local_stack.sqs()
     queue = sqs.get_queue_url(QueueName=setup.config.region(DESTINATION).sqs_queue)["QueueUrl"]
     setup.put_segment(0, 0, 9, segment_batch(0, 10))
-    time.sleep(0.5)
+    wait_for(lambda: queue_holds(sqs, queue) > 0, "the segment's notification")
     sqs.purge_queue(QueueUrl=queue)  # its event is dropped before ingress sees it
     service = IngressService(setup.config, handle_signals=False)
 
     def feed() -> None:
         try:
-            time.sleep(2)
+            wait_ready(service)
             # Out of order: later offsets first.
             setup.put_segment(0, 30, 39, segment_batch(30, 10))
             setup.put_segment(0, 20, 29, segment_batch(20, 10))
@@ -255,12 +261,10 @@ def test_duplicated_reordered_and_dropped_events_leave_the_destination_exact(
             }
             for _ in range(3):
                 sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(duplicate))
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if len(provenance_offsets(local_stack, setup, 0)) >= 40:
-                    break
-                time.sleep(0.5)
-            time.sleep(2)  # let duplicates arrive after completion too
+            wait_for(lambda: len(provenance_offsets(local_stack, setup, 0)) >= 40, "replay")
+            # Every notification and duplicate consumed before the check: late duplicates
+            # would otherwise be judged before they arrived.
+            wait_for(lambda: queue_holds(sqs, queue) == 0, "the queue to drain")
         finally:
             service.request_stop()
 

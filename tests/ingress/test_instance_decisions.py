@@ -46,7 +46,7 @@ replicator_ingress_owned_partitions{region="w"} %d.0
             return families
 
     registry = CollectorRegistry()
-    registry.register(Fixed())  # type: ignore[arg-type]
+    registry.register(Fixed())
     text = generate_latest(registry).decode()
     assert text.count("# TYPE replicator_ingress_records_total counter") == 1
     parsed = {

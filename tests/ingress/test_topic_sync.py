@@ -4,13 +4,18 @@ source are replayed, configs follow, and a restart after growth works."""
 from __future__ import annotations
 
 import threading
-import time
 
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 from ingress.service import IngressService
 from replicator.core.kafka.topics import destination_configs
-from tests.fixtures.ingress import fast_refresh, provenance_offsets, segment_batch, wait_for
+from tests.fixtures.ingress import (
+    fast_refresh,
+    provenance_offsets,
+    segment_batch,
+    wait_for,
+    wait_ready,
+)
 from tests.fixtures.stack import DESTINATION
 
 
@@ -135,7 +140,7 @@ def test_a_source_that_appears_after_ingress_started_is_picked_up(local_stack, i
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()  # nothing in the bucket yet: egress has not started
     try:
-        time.sleep(2)
+        wait_ready(service)
         setup.put_descriptor(2, export_start={0: 0, 1: 0})
         for partition in range(2):
             setup.put_segment(partition, 0, 9, segment_batch(0, 10))
