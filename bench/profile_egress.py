@@ -1,0 +1,67 @@
+"""Where egress spends its time per record, outside Spark: the data source's read of one
+partition (consume + Arrow), the sink's write of the same batches (split, Parquet, zstd,
+upload), each timed and profiled in this process, next to one raw consumer reading the
+same partition. What the Spark run adds on top (the Arrow hop Python → JVM → Python,
+task scheduling) is the inside-batch time minus these.
+
+Usage: python -m bench.profile_egress [--records N] [--top K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+import pyarrow as pa
+
+from bench.baselines import plain_consume
+from bench.egress_throughput import CONFIG
+from bench.local_stack import bench_stack
+from bench.workload import produce_workload
+from egress.kafka_source import read_range
+from egress.planning import OffsetRange
+from egress.segment_sink import write_ranges
+from replicator.core.logs import configure_logging
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--top", type=int, default=20)
+    args = parser.parse_args()
+    configure_logging("WARNING")
+    with bench_stack(CONFIG.replace("{segment_bytes}", "256MiB"), "profile-egress") as (config, _):
+        bootstrap = config.region("us-east-1").kafka.bootstrap_servers
+        produce_workload(bootstrap, "bench", 1, args.records)
+        records, _bytes, raw_seconds = plain_consume(bootstrap, "bench", 1)
+        rng = OffsetRange("bench", 0, 0, records)
+
+        reading = cProfile.Profile()
+        started = time.perf_counter()
+        reading.enable()
+        batches: list[pa.RecordBatch] = list(read_range(config, rng))
+        reading.disable()
+        read_seconds = time.perf_counter() - started
+
+        writing = cProfile.Profile()
+        started = time.perf_counter()
+        writing.enable()
+        written = write_ranges(config, iter(batches))
+        writing.disable()
+        write_seconds = time.perf_counter() - started
+    segments = sum(len(r.segments) for r in written)
+    print(f"{records:,} records of one partition")
+    print(f"  raw consumer                    {records / raw_seconds:>10,.0f} rec/s")
+    print(f"  data source read (consume+Arrow) {records / read_seconds:>10,.0f} rec/s")
+    print(f"  sink write ({segments} segments)       {records / write_seconds:>10,.0f} rec/s")
+    both = read_seconds + write_seconds
+    print(f"  read then write, one process    {records / both:>10,.0f} rec/s")
+    for title, profile in (("read", reading), ("write", writing)):
+        print(f"\n== {title}: own time ==")
+        pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
+
+
+if __name__ == "__main__":
+    main()
