@@ -213,6 +213,10 @@ def _table(rows: Sequence[tuple[str, ...]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
 
 
+def _requests_per_million(aws: dict[str, Any]) -> str:
+    return f"{sum(aws['per_million_records'].values()):,.0f}"
+
+
 def scale_tables(scale: dict[str, Any]) -> str:
     """The scale benchmark's two tables: per partition count, per segment count. Pure."""
     rows: list[tuple[str, ...]] = [
@@ -228,19 +232,15 @@ def scale_tables(scale: dict[str, Any]) -> str:
     ]
     for count, stages in scale["partitions"].items():
         e, i = stages["egress"], stages["ingress"]
-
-        def requests(aws: dict[str, Any]) -> str:
-            return f"{sum(aws['per_million_records'].values()):,.0f}"
-
         rows.append(
             (
                 count,
                 f"{e['seconds_in_batches']:.1f} ({e['seconds']:.1f})",
                 f"{e['peak_rss_mib']:.0f} MiB",
-                requests(e["aws"]),
+                _requests_per_million(e["aws"]),
                 f"{i['seconds']:.1f}",
                 f"{i['peak_rss_mib']:.0f} MiB",
-                requests(i["aws"]),
+                _requests_per_million(i["aws"]),
             )
         )
     segments: list[tuple[str, ...]] = [

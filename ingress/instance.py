@@ -39,7 +39,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 
@@ -170,7 +170,6 @@ class _Member:
     quick_deaths: int = 0
     restart_at: float | None = None
     finished_code: int | None = None
-    pids: list[int] = field(default_factory=list)
 
     @property
     def alive(self) -> bool:
@@ -297,7 +296,6 @@ class IngressInstance:
         send.close()
         member.process, member.ports, member.port = process, receive, None
         member.started, member.restart_at = time.monotonic(), None
-        member.pids.append(process.pid or 0)
         log.info("ingress process %d started (pid %s)", member.index, process.pid)
 
     def _receive_port(self, member: _Member) -> None:
