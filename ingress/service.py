@@ -29,6 +29,7 @@ from replicator.core.aws.errors import StorageError
 from replicator.core.config import Config, IngressSource, key_path, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.filters import FilterChain, load_chain
+from replicator.core.freezes import GROUP_SESSION_SECONDS, process_freeze_watch
 from replicator.core.health import CheckResult, Health, Heartbeat, thread_check
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_service_topic
@@ -266,7 +267,7 @@ class IngressService:
                 **self.kafka,
                 "group.id": self.ingress.group_id,
                 "partition.assignment.strategy": "roundrobin",
-                "session.timeout.ms": 6000,
+                "session.timeout.ms": int(GROUP_SESSION_SECONDS * 1000),
                 "heartbeat.interval.ms": 500,
                 "enable.auto.commit": True,
                 "auto.offset.reset": "latest",
@@ -392,6 +393,7 @@ class IngressService:
             target,
             self.checkpoints,
             transaction_timeout=self.ingress.transaction_timeout,
+            freezes=process_freeze_watch(),
         )
 
     def _dispatch(self, message: Any) -> None:

@@ -11,6 +11,11 @@ arrival in any executor or worker), and the arrival that crashes first writes
 ``<name>.hit`` there (the point, the arrival, the process): a test checks the marker to
 prove its kill hit the moment it claims, not merely that the process died.
 
+``REPLICATOR_CRASH_ACTION=stop`` freezes instead of killing: the counted arrival leaves
+its marker and stops its own process (SIGSTOP, every thread at once, as a long pause of a
+machine or a process does) until the test sends SIGCONT; then it carries on from the point,
+as a "zombie" would. Later arrivals pass.
+
 Unset, a crash point costs one environment look-up; it is placed only on per-transaction
 or per-segment paths, never per record.
 """
@@ -91,13 +96,21 @@ def crash_point(name: str, before: Callable[[], object] | None = None, where: st
     counted = int(nth or 1)
     if arrival < counted:
         return
+    freeze = os.environ.get("REPLICATOR_CRASH_ACTION") == "stop"
     if arrival > counted:
+        if freeze:
+            return
         time.sleep(_LATE_ARRIVAL_WAIT_SECONDS)
     else:
         if before is not None:
             before()
         if directory:
             _leave_marker(Path(directory), name, arrival, where)
+        if freeze:
+            # Sent to this thread, not the process: a process-directed SIGSTOP may be
+            # taken up by another thread while this one runs on past the point.
+            signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+            return
     _kill_session()
 
 

@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from replicator.core.config import Config, key_path, required
 from replicator.core.filters import FilterChain, load_chain
+from replicator.core.freezes import GROUP_SESSION_SECONDS, process_freeze_watch
 from replicator.core.health import CheckResult, Health, Heartbeat
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_service_topic
@@ -202,7 +203,7 @@ class RelayService:
                 **self.kafka,
                 "group.id": self.relay.group_id,
                 "partition.assignment.strategy": "roundrobin",
-                "session.timeout.ms": 6000,
+                "session.timeout.ms": int(GROUP_SESSION_SECONDS * 1000),
                 "heartbeat.interval.ms": 500,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "latest",
@@ -272,7 +273,13 @@ class RelayService:
         )
 
     def _writer(self, target: WriteTarget) -> PartitionWriter:
-        return PartitionWriter(self.kafka, self.relay.group_id, target, self.checkpoints)
+        return PartitionWriter(
+            self.kafka,
+            self.relay.group_id,
+            target,
+            self.checkpoints,
+            freezes=process_freeze_watch(),
+        )
 
 
 def run_relay(config: Config, *, stop_at_end: bool = False) -> int:

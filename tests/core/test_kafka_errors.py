@@ -2,6 +2,7 @@
 
 from collections.abc import Callable
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
@@ -9,6 +10,7 @@ from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.errors import BrokerError, OwnershipLostError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import FENCING_CODES, PartitionWriter
+from tests.fixtures.ingress import segment_batch
 
 
 def test_broker_error_keeps_the_kafka_code_and_retriability():
@@ -39,3 +41,26 @@ def test_the_writer_reports_fencing_as_lost_ownership_with_its_code(code):
     with pytest.raises(BrokerError) as other:
         writer._call(raising(KafkaError._TIMED_OUT))
     assert type(other.value) is BrokerError and other.value.code == KafkaError._TIMED_OUT
+
+
+class FencedProducer:
+    """A producer whose transaction the broker fenced: it hears of it from produce."""
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def produce(self, *args: object, **kwargs: object) -> None:
+        raise KafkaException(KafkaError(KafkaError._FENCED, "fenced by a newer instance"))
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+
+def test_fencing_reported_by_produce_is_lost_ownership_too():
+    kafka = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted
+    target = WriteTarget(SourcePartition("us-east-1", "t", 0), "t.copy", 0)
+    writer = PartitionWriter(kafka, "g", target, CheckpointStore(kafka, "cp", 1))
+    writer._producer = FencedProducer()  # type: ignore[assignment]
+    with pytest.raises(OwnershipLostError) as lost:
+        writer.write(pa.Table.from_batches([segment_batch(0, 3)]))
+    assert lost.value.code == KafkaError._FENCED

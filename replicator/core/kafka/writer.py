@@ -12,6 +12,12 @@ Exactly once across crashes rests on two things together:
    returns the resume point (:meth:`CheckpointStore.resume_point`): the caller continues
    exactly after the last source offset the destination holds.
 
+A writer of a group member is also given the process's
+:class:`~replicator.core.freezes.FreezeWatch`: it refuses to begin or commit a
+transaction once the process was frozen since the writer opened (the group may have
+given the partition away meanwhile), so a thawed "zombie" stops by itself even on a broker
+that does not fence.
+
 Order per transaction: produce the records, flush (their destination offsets are then
 known), produce the checkpoint, commit. A caller writes records in source-offset order and
 commits with the next source offset it will write.
@@ -33,6 +39,7 @@ from replicator.core.faults import (
     WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT,
     crash_point,
 )
+from replicator.core.freezes import FreezeWatch
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import Checkpoint, CheckpointStore, ResumePoint, WriteTarget
 from replicator.core.kafka.errors import BrokerError, OwnershipLostError, RecordTooLargeError
@@ -89,8 +96,11 @@ class PartitionWriter:
         checkpoints: CheckpointStore,
         *,
         transaction_timeout: float = 60.0,
+        freezes: FreezeWatch | None = None,
     ) -> None:
         self.target = target
+        self._freezes = freezes
+        self._opened_at = time.monotonic()
         self._checkpoints = checkpoints
         self._failure: BaseException | None = None
         self._last_destination_offset = -1
@@ -120,6 +130,7 @@ class PartitionWriter:
     def open(self) -> ResumePoint:
         """Fence the previous owner (aborting its open transaction), then find where to
         resume."""
+        self._opened_at = time.monotonic()
         self._call(lambda: self._producer.init_transactions(60))
         return self._checkpoints.resume_point(self.target, settle=SETTLE_WAIT)
 
@@ -137,6 +148,7 @@ class PartitionWriter:
 
     def _begin(self) -> None:
         if not self._in_transaction:
+            self._refuse_if_frozen("begin a transaction")
             self._call(self._producer.begin_transaction)
             self._in_transaction = True
             self._offset_at_begin = self._last_destination_offset
@@ -182,7 +194,7 @@ class PartitionWriter:
                 except KafkaException as exc:
                     if exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
                         raise self._too_large(offset, exc.args[0]) from None
-                    raise
+                    raise self._failure_of(exc.args[0], "producing to") from None
         if self._failure is not None:
             raise self._failure
         self._producer.poll(0)
@@ -225,8 +237,7 @@ class PartitionWriter:
                 before=lambda: self._producer.flush(30),
                 where=str(self.target),
             )
-        self._call(lambda: self._producer.commit_transaction(60))
-        self._in_transaction = False
+        self._commit_transaction()
         return self._last_destination_offset
 
     def record_halt(self, next_source_offset: int, reason: str) -> None:
@@ -234,8 +245,33 @@ class PartitionWriter:
         ``replicator status`` (nothing else is produced)."""
         self._begin()
         self._checkpoint(next_source_offset, reason)
+        self._commit_transaction()
+
+    def _commit_transaction(self) -> None:
+        self._refuse_if_frozen("commit")
         self._call(lambda: self._producer.commit_transaction(60))
         self._in_transaction = False
+
+    def _refuse_if_frozen(self, action: str) -> None:
+        """A zombie's defence (see the module docstring): nothing more from a writer
+        whose process was frozen since it opened; its open transaction is aborted."""
+        if self._freezes is None:
+            return
+        freeze = self._freezes.frozen_since(self._opened_at)
+        if freeze is None:
+            return
+        log.warning(
+            "%s: refusing to %s: this process was frozen for %.1f s since the writer "
+            "opened, and the partition may have another owner now",
+            self.target,
+            action,
+            freeze.seconds,
+        )
+        self.abort()
+        raise OwnershipLostError(
+            f"{self.target}: this process was frozen for {freeze.seconds:.1f} s since its "
+            f"writer opened (the group may have given the partition away)"
+        )
 
     def _checkpoint(self, next_source_offset: int, halted: str = "") -> None:
         t = self.target
@@ -268,9 +304,13 @@ class PartitionWriter:
         try:
             return action()
         except KafkaException as exc:
-            error = exc.args[0]
-            if error.code() in FENCING_CODES:
-                raise OwnershipLostError(
-                    f"{self.target} is now written by another instance", code=error.code()
-                ) from None
-            raise BrokerError.from_kafka(f"transaction on {self.target}", error) from None
+            raise self._failure_of(exc.args[0], "transaction on") from None
+
+    def _failure_of(self, error: Any, doing: str) -> BrokerError:
+        """A client error as ours: fencing is lost ownership, whatever call reported it
+        (a producer fenced mid-transaction hears of it from ``produce`` too)."""
+        if error.code() in FENCING_CODES:
+            return OwnershipLostError(
+                f"{self.target} is now written by another instance", code=error.code()
+            )
+        return BrokerError.from_kafka(f"{doing} {self.target}", error)

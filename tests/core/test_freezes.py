@@ -1,0 +1,124 @@
+"""A frozen process notices it was frozen, and its writers refuse to go on: the defence
+of a thawed "zombie" on a broker that does not fence (the local one)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+from replicator.core.freezes import Freeze, FreezeWatch, freeze_since
+from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.core.kafka.errors import OwnershipLostError
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.writer import PartitionWriter
+from tests.fixtures.independent import read_partition
+from tests.fixtures.ingress import segment_batch
+from tests.fixtures.relay import create_topic
+from tests.fixtures.stack import DESTINATION
+
+LIMIT = 1.0
+
+
+def freeze_this_process(seconds: float) -> None:
+    """SIGSTOP this process (every thread); a helper sends SIGCONT after ``seconds``."""
+    subprocess.Popen(["sh", "-c", f"sleep {seconds}; kill -CONT {os.getpid()}"])
+    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
+
+
+# -- the decision (pure) ------------------------------------------------------------------
+
+
+def test_no_freeze_when_ticks_kept_coming():
+    assert freeze_since(since=10.0, now=20.0, last_tick=19.95, last_freeze=None, limit=2) is None
+
+
+def test_a_freeze_in_progress_is_seen_before_the_ticker_runs_again():
+    assert freeze_since(10.0, now=40.0, last_tick=15.0, last_freeze=None, limit=2) == Freeze(
+        40.0, 25.0
+    )
+
+
+def test_a_recorded_freeze_counts_only_if_it_ended_after_the_writer_opened():
+    earlier = Freeze(ended_at=9.0, seconds=30.0)
+    later = Freeze(ended_at=12.0, seconds=30.0)
+    assert freeze_since(10.0, now=20.0, last_tick=19.9, last_freeze=earlier, limit=2) is None
+    assert freeze_since(10.0, now=20.0, last_tick=19.9, last_freeze=later, limit=2) == later
+
+
+def test_a_gap_at_the_limit_is_not_a_freeze():
+    assert freeze_since(10.0, now=12.0, last_tick=10.0, last_freeze=None, limit=2) is None
+
+
+# -- a real freeze ------------------------------------------------------------------------
+
+
+def test_the_watch_sees_a_real_freeze_and_only_after_it_began():
+    watch = FreezeWatch(limit=LIMIT, tick=0.05)
+    before = time.monotonic()
+    time.sleep(0.3)
+    assert watch.frozen_since(before) is None
+    freeze_this_process(2.5)
+    seen = watch.frozen_since(before)
+    assert seen is not None and seen.seconds >= 2.0, seen
+    time.sleep(0.3)
+    assert watch.frozen_since(time.monotonic()) is None  # a writer opened after it: clean
+
+
+@pytest.fixture
+def writer_setup(local_stack, unique):
+    bootstrap = local_stack.bootstrap(DESTINATION)
+    kafka = {"bootstrap.servers": bootstrap}
+    destination, checkpoints = unique("dst"), unique("cp")
+    create_topic(bootstrap, destination, 1)
+    create_topic(bootstrap, checkpoints, 1)
+    store = CheckpointStore(kafka, checkpoints, 1)
+    target = WriteTarget(SourcePartition("us-east-1", "t", 0), destination, 0)
+    group = unique("g")
+    watch = FreezeWatch(limit=LIMIT, tick=0.05)
+
+    def open_writer() -> tuple[PartitionWriter, int | None]:
+        writer = PartitionWriter(kafka, group, target, store, freezes=watch)
+        return writer, writer.open().next_source_offset
+
+    return bootstrap, destination, open_writer
+
+
+def table(start: int, count: int) -> pa.Table:
+    return pa.Table.from_batches([segment_batch(start, count)])
+
+
+def test_a_writer_frozen_between_transactions_writes_nothing_after_the_thaw(writer_setup):
+    bootstrap, destination, open_writer = writer_setup
+    writer, _ = open_writer()
+    writer.write(table(0, 1500))
+    writer.commit(1500)
+    freeze_this_process(2.5)
+    with pytest.raises(OwnershipLostError, match=r"frozen for \d+\.\d s"):
+        writer.write(table(1500, 1500))
+    writer.close()
+    assert len(read_partition(bootstrap, destination, 0, "read_uncommitted")) == 1500
+    # The partition's next writer (here, or in the new owner) opens after the freeze: clean.
+    successor, resume_at = open_writer()
+    assert resume_at == 1500
+    successor.write(table(1500, 1500))
+    successor.commit(3000)
+    successor.close()
+    assert len(read_partition(bootstrap, destination, 0)) == 3000
+
+
+def test_a_writer_frozen_with_an_open_transaction_does_not_commit_it(writer_setup):
+    _, _, open_writer = writer_setup
+    writer, _ = open_writer()
+    writer.write(table(0, 1500))
+    writer._producer.flush(30)  # produced, transaction open
+    freeze_this_process(2.5)
+    with pytest.raises(OwnershipLostError, match="frozen"):
+        writer.commit(1500)
+    assert not writer._in_transaction  # aborted, not committed
+    writer.close()
