@@ -109,6 +109,20 @@ class IngressMetrics:
             ["region"],
             registry=r,
         )
+        self.open_writers = Gauge(
+            "replicator_ingress_open_writers",
+            "Exactly-once writers open in this process (at most [ingress] max_open_writers)",
+            ["region"],
+            registry=r,
+        )
+        self.writer_opens = Counter(
+            "replicator_ingress_writer_opens",
+            "Times a partition's writer was opened (again after an idle spell or when "
+            "another partition needed its slot: many per minute mean max_open_writers is "
+            "too low for the partitions busy at once)",
+            ["region", "topic", "partition"],
+            registry=r,
+        )
         self.fenced = Counter(
             "replicator_ingress_writer_fenced",
             "Times a partition's writer was fenced while its partition was still owned "

@@ -42,7 +42,7 @@ from replicator.core.segments.descriptor import read_descriptor
 from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.store import SegmentStore
 from replicator.core.signals import stop_on_signals
-from replicator.core.workers import WorkerPool
+from replicator.core.workers import WorkerPool, WriterSlots
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,7 @@ class IngressService:
         )
         self.workers: WorkerPool[PartitionWorker] = WorkerPool(self._start_worker)
         self._read_slots = threading.BoundedSemaphore(self.ingress.read_concurrency)
+        self._writer_slots = WriterSlots(self.ingress.max_open_writers)
         self._partitions: dict[tuple[str, str], int] = {}
         self._synced_configs: dict[tuple[str, str], dict[str, str]] = {}
         self._owned_events: set[int] = set()
@@ -292,6 +293,7 @@ class IngressService:
                 self.metrics.ready_partitions.labels(self.region).set(
                     len(self.workers) - len(self.workers.halted())
                 )
+                self.metrics.open_writers.labels(self.region).set(self._writer_slots.in_use())
                 if bridge is not None:
                     bridge = self._bridge = self._supervise_bridge(bridge)
                 if time.monotonic() >= next_refresh:
@@ -373,6 +375,7 @@ class IngressService:
             filters=self._filter_chain(key.origin, key.topic),
             stop_at_end=self.stop_at_end,
             read_slots=self._read_slots,
+            writer_slots=self._writer_slots,
             export_start=lambda: self._export_start(key),
         )
 

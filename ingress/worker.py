@@ -13,6 +13,12 @@ checkpoint, commit the transaction (the exactly-once writer,
 an S3 read or a wait for a read slot: however slow S3 is, it stays open only while one row
 group is produced, well inside ``transaction_timeout``.
 
+A partition holds its writer (a transactional producer) only while it has work: it takes
+one of the process's writer slots to open it, and closes it once caught up for
+``writer_idle_close`` or at once when another partition of the process waits for a slot;
+work arriving later opens a new writer, which resumes from the destination as after a
+restart. So memory follows the partitions busy at once, not the partitions owned.
+
 A writer fenced while its partition is still owned (a transaction the coordinator aborted
 after a broker outage, or a takeover not yet noticed) fails the worker; the supervisor
 re-opens the writer, which resumes from the destination, if the partition is still owned.
@@ -20,6 +26,7 @@ re-opens the writer, which resumes from the destination, if the partition is sti
 
 from __future__ import annotations
 
+import functools
 import logging
 import queue
 import threading
@@ -41,7 +48,7 @@ from replicator.core.config import Config, IngressSource, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.filters import FilterChain
 from replicator.core.filters.errors import FilterError
-from replicator.core.kafka.checkpoints import WriteTarget
+from replicator.core.kafka.checkpoints import ResumePoint, WriteTarget
 from replicator.core.kafka.errors import CheckpointError, OwnershipLostError, RecordTooLargeError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import RecordWriter
@@ -53,6 +60,7 @@ from replicator.core.segments.errors import (
 )
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.selection import (
+    CaughtUp,
     Gap,
     ReadNext,
     exported_end,
@@ -60,6 +68,7 @@ from replicator.core.segments.selection import (
     next_step,
 )
 from replicator.core.segments.store import StoredSegment
+from replicator.core.workers import WriterSlots
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +118,11 @@ class PartitionWorker(threading.Thread):
         stop_at_end: bool = False,
         read_slots: threading.Semaphore | None = None,
         export_start: Callable[[], ExportStart] | None = None,
+        writer_slots: WriterSlots | None = None,
     ) -> None:
         """``export_start``: where egress says the partition's export began (see
-        :meth:`_first_offset`); None where no descriptor can say."""
+        :meth:`_first_offset`); None where no descriptor can say. ``writer_slots``: the
+        process's bound on open writers (None: one of its own)."""
         super().__init__(name=f"ingress-{source.topic}-{partition}", daemon=True)
         self.config = config
         self.ingress = required(config, "ingress")
@@ -121,6 +132,7 @@ class PartitionWorker(threading.Thread):
         self._open_writer = open_writer
         self.stop_at_end = stop_at_end
         self._read_slots = read_slots or threading.BoundedSemaphore(1)
+        self._writer_slots = writer_slots or WriterSlots(1)
         self.status = WorkerStatus()
         self.events: queue.Queue[SegmentEvent] = queue.Queue()
         self.failure: BaseException | None = None
@@ -173,28 +185,35 @@ class PartitionWorker(threading.Thread):
     # -- the replay loop ------------------------------------------------------------------
 
     def _run(self) -> None:
+        """Replay with a writer while there is work; between spells of work, without one
+        (see :class:`~replicator.core.workers.WriterSlots`)."""
+        next_offset: int | None = None  # known once a writer has opened
+        while not self._stopping.is_set():
+            if not self._writer_slots.acquire(self._stopping):
+                return
+            try:
+                next_offset = self._replay_with_writer(next_offset)
+            finally:
+                self._writer_slots.release()
+            if next_offset is None:  # done, stopped, or nothing to start from
+                return
+            self._wait_for_work(next_offset)
+
+    def _replay_with_writer(self, next_offset: int | None) -> int | None:
+        """Open the writer, replay until caught up and due to give the writer up, close
+        it. Returns where replay stands then; None when the worker is done or stopping."""
         writer = self._open_writer(self.target)
         try:
             resume = writer.open()
-            self._relist()
-            if self.stop_at_end:
-                self._end = exported_end(self._index) or 0
-            next_offset = resume.next_source_offset
-            if next_offset is None:
-                next_offset = self._first_offset()
-                if next_offset is None:
-                    return
-            self.log.info(
-                "%s resumes at source offset %d",
-                self.name,
-                next_offset,
-                extra={"offset": next_offset},
-            )
-            self.status.next_offset = next_offset
+            self.metrics.writer_opens.labels(*self._labels).inc()
             try:
-                if resume.next_source_offset is not None:
-                    self._check_resume_listed(resume.next_source_offset)
-                self._replay(writer, next_offset)
+                if next_offset is None:
+                    next_offset = self._starting_offset(resume)
+                    if next_offset is None:
+                        return None
+                else:
+                    next_offset = self._reopened_at(resume, next_offset)
+                return self._replay(writer, next_offset)
             except (PartitionHaltedError, RecordTooLargeError) as exc:
                 writer.abort()
                 at = self.status.next_offset if self.status.next_offset is not None else 0
@@ -202,6 +221,54 @@ class PartitionWorker(threading.Thread):
                 raise
         finally:
             writer.close()
+
+    def _starting_offset(self, resume: ResumePoint) -> int | None:
+        """Where the first writer resumes: the destination's resume point, or where the
+        export began."""
+        self._relist()
+        if self.stop_at_end:
+            self._end = exported_end(self._index) or 0
+        next_offset = resume.next_source_offset
+        if next_offset is None:
+            next_offset = self._first_offset()
+            if next_offset is None:
+                return None
+        self.log.info(
+            "%s resumes at source offset %d",
+            self.name,
+            next_offset,
+            extra={"offset": next_offset},
+        )
+        self.status.next_offset = next_offset
+        if resume.next_source_offset is not None:
+            self._check_resume_listed(resume.next_source_offset)
+        return next_offset
+
+    def _reopened_at(self, resume: ResumePoint, next_offset: int) -> int:
+        """A writer opened again after an idle spell resumes where the last one stopped;
+        the destination decides if they differ (as after a restart)."""
+        at = resume.next_source_offset
+        if at is None or at == next_offset:
+            return next_offset
+        self.log.warning(
+            "%s: the destination resumes at source offset %d, this worker had reached %d; "
+            "going on from the destination's",
+            self.name,
+            at,
+            next_offset,
+            extra={"offset": at},
+        )
+        self.status.next_offset = at
+        return at
+
+    def _wait_for_work(self, next_offset: int) -> None:
+        """Without a writer, until a segment to replay (or a gap to wait on) is listed."""
+        while not self._stopping.is_set():
+            self._apply_events(next_offset)
+            if not isinstance(next_step(next_offset, self._index), CaughtUp):
+                return
+            if not self._wait_for_events(self.ingress.relist_interval):
+                self._relist()
 
     def _check_resume_listed(self, next_offset: int) -> None:
         """The destination says offsets up to ``next_offset`` were replayed, so segments
@@ -248,28 +315,42 @@ class PartitionWorker(threading.Thread):
             self._relist()
         return None
 
-    def _replay(self, writer: RecordWriter, next_offset: int) -> None:
+    def _replay(self, writer: RecordWriter, next_offset: int) -> int | None:
+        """Replay in offset order. Returns the next offset when caught up and due to
+        give the writer up (idle for ``writer_idle_close``, or another partition waits
+        for a writer); None when done or stopping."""
         late_since: tuple[int, int] | None = None  # (gap start, retries used)
+        idle_until: float | None = None  # when a caught-up partition gives its writer up
         while not self._stopping.is_set():
             self._apply_events(next_offset)
             if self._end is not None and next_offset >= self._end:
                 self.status.state = "done"
-                return
+                return None
             step = next_step(next_offset, self._index)
             self._report_lag(next_offset)
             if isinstance(step, ReadNext):
-                late_since = None
+                late_since = idle_until = None
                 next_offset = self._replay_segment(writer, self._index[step.segment], next_offset)
                 self.status.next_offset = next_offset
             elif isinstance(step, Gap):
+                idle_until = None
                 late_since, next_offset = self._handle_gap(step, late_since, next_offset)
             else:
                 self.status.state = "caught-up"
                 if self.stop_at_end:
                     self.status.state = "done"
-                    return
-                if not self._wait_for_events(self.ingress.relist_interval):
+                    return None
+                if idle_until is None:
+                    idle_until = time.monotonic() + self.ingress.writer_idle_close
+                give_way = functools.partial(self._gives_writer_up, idle_until)
+                if give_way():
+                    return next_offset
+                if not self._wait_for_events(self.ingress.relist_interval, wake=give_way):
                     self._relist()  # nothing arrived: the periodic look for lost events
+        return None
+
+    def _gives_writer_up(self, idle_until: float) -> bool:
+        return self._writer_slots.wanted() or time.monotonic() >= idle_until
 
     def _handle_gap(
         self, gap: Gap, late: tuple[int, int] | None, next_offset: int
@@ -443,13 +524,16 @@ class PartitionWorker(threading.Thread):
             self._relist()
         return changed
 
-    def _wait_for_events(self, seconds: float) -> bool:
-        """Up to ``seconds`` for an event (left queued); whether one arrived."""
+    def _wait_for_events(self, seconds: float, wake: Callable[[], bool] | None = None) -> bool:
+        """Up to ``seconds`` for an event (left queued) or for ``wake`` to say so;
+        whether either did."""
         deadline = time.monotonic() + seconds
         while not self._stopping.is_set():
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
+            if wake is not None and wake():
+                return True
             try:
                 event = self.events.get(timeout=min(remaining, 0.5))
             except queue.Empty:

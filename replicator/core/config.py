@@ -394,6 +394,15 @@ class IngressConfig(_Model):
     this, not the number of partitions owned, bounds ingress memory. Replay is CPU-bound
     in one process, so more than the cores it has buys nothing (``processes`` uses the
     others)."""
+    max_open_writers: PositiveInt = 32
+    """Exactly-once writers open at once in one replay process (each a transactional
+    producer: about 3.5 MiB and a few threads). A partition's writer is opened when it
+    has segments to replay and closed when it has been caught up for
+    ``writer_idle_close``, or at once when another partition waits for one; re-opening
+    resumes from the destination as a restart does. Raise it when more partitions than
+    this are busy at once in a process, and the memory budget allows."""
+    writer_idle_close: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 60.0
+    """A caught-up partition closes its writer after this long without segments."""
     processes: PositiveInt | None = None
     """Replay processes under one instance, each a member of the ingress group with its
     own writers and its own ``read_concurrency`` (memory is bounded per process). Unset:

@@ -10,6 +10,7 @@ stays halted: its reason is in its checkpoint and the service's exit status.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Generic, Protocol, TypeVar
@@ -102,3 +103,45 @@ class WorkerPool(Generic[W]):
         worker = self._make(source)
         self.workers[source] = worker
         worker.start()
+
+
+class WriterSlots:
+    """At most ``limit`` exactly-once writers open at once in one process.
+
+    Each open writer is a transactional producer with its own threads and buffers (a few
+    MiB), so the number of partitions a process owns must not decide its memory. A worker
+    takes a slot before it opens its writer and gives it back when it closes it: when it
+    has been caught up for a while, or at once when another worker of the process waits
+    for a slot (:meth:`wanted`)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._free = limit
+        self._waiting = 0
+        self._changed = threading.Condition()
+
+    def acquire(self, stopping: threading.Event) -> bool:
+        """Wait for a slot; False if ``stopping`` was set first."""
+        with self._changed:
+            self._waiting += 1
+            try:
+                while self._free == 0:
+                    if stopping.is_set():
+                        return False
+                    self._changed.wait(0.25)
+                self._free -= 1
+                return True
+            finally:
+                self._waiting -= 1
+
+    def release(self) -> None:
+        with self._changed:
+            self._free += 1
+            self._changed.notify()
+
+    def wanted(self) -> bool:
+        """Another worker waits for a slot."""
+        return self._waiting > 0
+
+    def in_use(self) -> int:
+        return self.limit - self._free

@@ -27,7 +27,7 @@ from replicator.core.faults import (
 )
 from replicator.core.kafka.checkpoints import WriteTarget, checkpoint_partition
 from replicator.core.kafka.provenance import SourcePartition, source_offset
-from tests.fixtures.independent import read_partition
+from tests.fixtures.independent import read_partition, watermarks
 from tests.fixtures.ingress import provenance_offsets, segment_batch
 from tests.fixtures.ingress import start_ingress as start_instance
 from tests.fixtures.stack import DESTINATION, SOURCE
@@ -93,11 +93,18 @@ def wait_until(predicate, timeout: float, what: str, logs: list[Path]) -> None:
 
 
 def assert_exactly_once(local_stack, setup, segments: int = SEGMENTS) -> None:
+    bootstrap = local_stack.bootstrap(DESTINATION)
     for partition in range(PARTITIONS):
         offsets = provenance_offsets(local_stack, setup, partition)
-        assert offsets == list(range(segments * PER_SEGMENT)), (
+        if offsets == list(range(segments * PER_SEGMENT)):
+            continue
+        everything = read_partition(bootstrap, setup.destination, partition, "read_uncommitted")
+        raise AssertionError(
             f"partition {partition}: {len(offsets)} records, "
-            f"{len(offsets) - len(set(offsets))} duplicates"
+            f"{len(offsets) - len(set(offsets))} duplicates; read_uncommitted "
+            f"{len(everything)} records; committed end "
+            f"{watermarks(bootstrap, setup.destination, partition)[1]}, log end "
+            f"{log_end(local_stack, setup.destination, partition)}"
         )
 
 
