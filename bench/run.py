@@ -244,7 +244,15 @@ def scale_tables(scale: dict[str, Any]) -> str:
             )
         )
     segments: list[tuple[str, ...]] = [
-        ("segments", "listing s", "LISTs", "planning s", "removal events s", "LISTs for them")
+        (
+            "segments",
+            "listing s",
+            "LISTs",
+            "planning s",
+            "replay steps s",
+            "removal events s",
+            "LISTs for them",
+        )
     ]
     for row in scale["segments"]:
         segments.append(
@@ -253,6 +261,7 @@ def scale_tables(scale: dict[str, Any]) -> str:
                 f"{row['listing_seconds']:.2f}",
                 str(row["listing_requests"]),
                 f"{row['planning_seconds']:.3f}",
+                f"{row.get('replay_steps_seconds', 0.0):.3f}",
                 f"{row['removal_events_seconds']:.2f}",
                 str(row["removal_events_list_requests"]),
             )
@@ -261,7 +270,7 @@ def scale_tables(scale: dict[str, Any]) -> str:
         f"Scale: {scale['records']:,} records over each partition count\n"
         + _table(rows)
         + "\n\nScale: segments in one partition (ingress listing, compaction planning, "
-        + "a removal event for each)\n"
+        + "ingress choosing each next segment, a removal event for each)\n"
         + _table(segments)
     )
 

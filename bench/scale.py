@@ -5,8 +5,9 @@
   transactional producers, transactions, memory), with the peak RSS of the largest
   process of each and the S3 requests they sent.
 - **Segments in a partition**: 100, 1,000 and 10,000 segments: the time and LIST requests
-  of ingress's listing, of compaction's planning, and of a partition worker folding in a
-  removal event for every one of them (what it sees after compaction merged them all).
+  of ingress's listing, of compaction's planning, of a partition worker choosing its next
+  segment once per segment through all of them, and of a worker folding in a removal
+  event for every one of them (what it sees after compaction merged them all).
 
 Usage: python -m bench.scale [--records N] [--partitions 8 64 512] [--segments 100 ...]
 """
@@ -38,6 +39,7 @@ from replicator.core.config import CompactionTopicConfig
 from replicator.core.kafka.testing import MemoryWriter
 from replicator.core.logs import configure_logging
 from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.selection import ReadingCursor, ReadNext
 from replicator.core.segments.store import SegmentStore
 
 SEGMENT_OFFSETS = 100
@@ -110,6 +112,10 @@ def segments_at(store: SegmentStore, config: Any, root: Path, segments: int) -> 
     started = time.perf_counter()
     plan = plan_partition(listed, rules, time.time() + 3600)
     planning_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    stepped = replay_steps([s.segment_key for s in listed])
+    stepping_seconds = time.perf_counter() - started
+    assert stepped == segments, (stepped, segments)
     removals = removal_events(store, config, root, topic, keys)
     return {
         "segments": segments,
@@ -117,8 +123,18 @@ def segments_at(store: SegmentStore, config: Any, root: Path, segments: int) -> 
         "listing_requests": lists,
         "planning_seconds": planning_seconds,
         "merges_planned": len(plan.merges),
+        "replay_steps_seconds": stepping_seconds,
         **removals,
     }
+
+
+def replay_steps(keys: Sequence[SegmentKey]) -> int:
+    """How a partition worker finds its next segment, once per segment, through all of
+    them (what a partition with that many segments to replay pays besides the reads)."""
+    cursor, offset, steps = ReadingCursor(), min(k.start for k in keys), 0
+    while isinstance(step := cursor.step(offset, keys), ReadNext):
+        offset, steps = step.segment.end + 1, steps + 1
+    return steps
 
 
 def removal_events(

@@ -62,10 +62,10 @@ from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.selection import (
     CaughtUp,
     Gap,
+    ReadingCursor,
     ReadNext,
     exported_end,
     lowest_start,
-    next_step,
 )
 from replicator.core.segments.store import StoredSegment
 from replicator.core.workers import WriterSlots
@@ -141,6 +141,10 @@ class PartitionWorker(threading.Thread):
         self._export_start = export_start or (lambda: ExportStart(False, None))
         self._filters = filters or FilterChain([])
         self._index: dict[SegmentKey, StoredSegment] = {}
+        self._cursor = ReadingCursor()
+        """Steps through the index in O(1) each while it does not change."""
+        self._index_end: int | None = None
+        """``exported_end`` of the index, kept until it changes (asked at every step)."""
         self._end: int | None = None
         """With ``stop_at_end``: the half-open end of the segments present at start."""
         self._labels = (source.region, source.topic, str(partition))
@@ -265,7 +269,7 @@ class PartitionWorker(threading.Thread):
         """Without a writer, until a segment to replay (or a gap to wait on) is listed."""
         while not self._stopping.is_set():
             self._apply_events(next_offset)
-            if not isinstance(next_step(next_offset, self._index), CaughtUp):
+            if not isinstance(self._cursor.step(next_offset, self._index), CaughtUp):
                 return
             if not self._wait_for_events(self.ingress.relist_interval):
                 self._relist()
@@ -326,7 +330,7 @@ class PartitionWorker(threading.Thread):
             if self._end is not None and next_offset >= self._end:
                 self.status.state = "done"
                 return None
-            step = next_step(next_offset, self._index)
+            step = self._cursor.step(next_offset, self._index)
             self._report_lag(next_offset)
             if isinstance(step, ReadNext):
                 late_since = idle_until = None
@@ -487,12 +491,19 @@ class PartitionWorker(threading.Thread):
             )
 
     def _report_lag(self, next_offset: int) -> None:
-        end = exported_end(self._index) or next_offset
+        if self._index_end is None:
+            self._index_end = exported_end(self._index)
+        end = self._index_end or next_offset
         self.metrics.lag_records.labels(*self._labels).set(max(0, end - next_offset))
 
     def _relist(self) -> None:
         segments = self._store.list_segments(self.source.region, self.source.topic, self.partition)
         self._index = {s.segment_key: s for s in segments}
+        self._index_changed()
+
+    def _index_changed(self) -> None:
+        self._cursor.invalidate()
+        self._index_end = None
 
     def _apply_events(self, next_offset: int) -> bool:
         """Fold queued events into the index; True if any arrived.
@@ -520,6 +531,8 @@ class PartitionWorker(threading.Thread):
             elif key not in self._index:
                 modified = _parse_time(event.event_time)
                 self._index[key] = StoredSegment(key, event.s3_key, event.size, modified)
+        if changed:
+            self._index_changed()
         if relist:
             self._relist()
         return changed

@@ -57,6 +57,7 @@ def test_the_scale_tables_show_each_partition_and_segment_count():
                 "listing_seconds": 1.5,
                 "listing_requests": 10,
                 "planning_seconds": 0.2,
+                "replay_steps_seconds": 0.016,
                 "removal_events_seconds": 0.4,
                 "removal_events_list_requests": 1,
             }
@@ -66,4 +67,4 @@ def test_the_scale_tables_show_each_partition_and_segment_count():
     lines = text.splitlines()
     assert lines[0] == "Scale: 256,000 records over each partition count"
     assert any(line.startswith("512 ") and "9.5 (20.0)" in line and "16" in line for line in lines)
-    assert any(line.startswith("10,000") and "1.50" in line for line in lines)
+    assert any(line.startswith("10,000") and "1.50" in line and "0.016" in line for line in lines)

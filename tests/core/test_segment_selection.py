@@ -4,10 +4,12 @@ import random
 
 import pytest
 
+from replicator.core.segments import selection
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.selection import (
     CaughtUp,
     Gap,
+    ReadingCursor,
     ReadNext,
     exported_end,
     lowest_start,
@@ -76,3 +78,48 @@ def test_the_reading_chain_of_ten_thousand_segments_is_linear_in_steps():
     keys += [SegmentKey("r", "t", 0, 1, 0, 49_999)]  # a merge over the first half
     chain = reading_chain(keys)
     assert chain[0] == keys[-1] and chain[1] == keys[5_000] and len(chain) == 5_001
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_reading_cursor_steps_as_next_step_does(seed):
+    """Through partial reads, skipped gaps and segments appearing and disappearing."""
+    rng = random.Random(seed)
+
+    def some_key() -> SegmentKey:
+        start = rng.randrange(0, 500)
+        return SegmentKey("r", "t", 0, rng.randrange(0, 3), start, start + rng.randrange(0, 80))
+
+    keys = {some_key() for _ in range(rng.randrange(1, 60))}
+    cursor = ReadingCursor()
+    offset = min(k.start for k in keys)
+    for _ in range(200):
+        listed = sorted(keys, key=lambda k: k.to_s3_key("data"))  # listing order
+        step = cursor.step(offset, listed)
+        assert step == next_step(offset, listed), (offset, listed)
+        if isinstance(step, ReadNext):
+            end = step.segment.end
+            partial = offset < end and rng.random() < 0.2
+            offset = rng.randint(offset + 1, end) if partial else end + 1
+        elif isinstance(step, Gap):
+            offset = step.last + 1
+        if isinstance(step, CaughtUp) or rng.random() < 0.1:
+            if rng.random() < 0.3 and keys:
+                keys.discard(rng.choice(sorted(keys)))
+            keys.add(some_key())
+            cursor.invalidate()
+
+
+def test_the_reading_cursor_computes_the_chain_once_for_ten_thousand_segments(monkeypatch):
+    computed = []
+    original = selection.reading_chain
+
+    def counting(segments, from_offset=None):
+        computed.append(from_offset)
+        return original(segments, from_offset)
+
+    monkeypatch.setattr(selection, "reading_chain", counting)
+    keys = [SegmentKey("r", "t", 0, 0, i * 10, i * 10 + 9) for i in range(10_000)]
+    cursor, offset, read = ReadingCursor(), 0, 0
+    while isinstance(step := cursor.step(offset, keys), ReadNext):
+        offset, read = step.segment.end + 1, read + 1
+    assert read == 10_000 and computed == [0]  # next_step would scan 10,000 keys per step

@@ -57,21 +57,26 @@ def next_step(next_offset: int, segments: Iterable[SegmentKey]) -> Step:
     return CaughtUp()
 
 
-def reading_chain(segments: Iterable[SegmentKey]) -> list[SegmentKey]:
-    """The segments a reader takes, in order, from the lowest offset to the end: what
-    :func:`next_step` gives again and again, past holes (a hole moves on to the next
-    segment's start), in O(n log n) rather than the O(n) per step of asking
-    :func:`next_step` each time — a partition may hold 10,000 segments.
+def reading_chain(
+    segments: Iterable[SegmentKey], from_offset: int | None = None
+) -> list[SegmentKey]:
+    """The segments a reader takes, in order, from ``from_offset`` (default: the lowest
+    offset) to the end: what :func:`next_step` gives again and again, past holes (a hole
+    moves on to the next segment's start), in O(n log n) rather than the O(n) per step of
+    asking :func:`next_step` each time — a partition may hold 10,000 segments.
 
     Segments are taken in start order into a heap of those that cover the next offset,
     ordered as :func:`next_step` chooses (furthest end, then higher level, then — among
     equals — the lower start, the first in listing order); a segment is dropped for good
     once the next offset passed its end, since the next offset only grows."""
+    if from_offset is not None:
+        segments = (k for k in segments if k.end >= from_offset)
     pending = sorted(segments, key=lambda k: (k.start, k.level, k.end))
     covering: list[tuple[int, int, int, int, SegmentKey]] = []
     chain: list[SegmentKey] = []
     index = 0
-    offset = pending[0].start if pending else 0
+    first = pending[0].start if pending else 0
+    offset = from_offset if from_offset is not None else first
     while True:
         while index < len(pending) and pending[index].start <= offset:
             k = pending[index]
@@ -87,6 +92,44 @@ def reading_chain(segments: Iterable[SegmentKey]) -> list[SegmentKey]:
             offset = pending[index].start  # a hole: on from the next segment
         else:
             return chain
+
+
+class ReadingCursor:
+    """:func:`next_step` for a reader that asks again and again as its next offset
+    advances segment by segment: the chain (:func:`reading_chain`) is computed once per
+    change of the segments, then each step costs O(1) — asking :func:`next_step` per
+    segment costs O(n) each, O(n²) for a partition replaying n segments. Steps are those
+    of :func:`next_step` (the chain's choices at the offsets it reaches are its choices);
+    an offset the chain did not expect (a partial read, a skipped gap) recomputes it."""
+
+    def __init__(self) -> None:
+        self._chain: list[SegmentKey] | None = None
+        self._position = 0
+        self._expected = 0
+        """The offset the chain's current segment was chosen at."""
+
+    def invalidate(self) -> None:
+        """The segments changed."""
+        self._chain = None
+
+    def step(self, next_offset: int, segments: Iterable[SegmentKey]) -> Step:
+        chain = self._chain
+        if chain is not None and self._position < len(chain) and next_offset != self._expected:
+            previous = chain[self._position]
+            if next_offset == previous.end + 1:  # the segment was read to its end
+                self._position += 1
+                self._expected = next_offset
+            else:
+                chain = None
+        if chain is None or next_offset != self._expected:
+            chain = self._chain = reading_chain(segments, next_offset)
+            self._position, self._expected = 0, next_offset
+        if self._position >= len(chain):
+            return CaughtUp()
+        segment = chain[self._position]
+        if segment.start <= next_offset:
+            return ReadNext(segment)
+        return Gap(next_offset, segment.start - 1)
 
 
 def lowest_start(segments: Iterable[SegmentKey]) -> int | None:
