@@ -12,16 +12,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import threading
 import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, cast
 
-from confluent_kafka import Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.local_stack import bench_stack
 from bench.workload import KEY_BYTES, VALUE_BYTES
 from infra.drill import STARTED_LINE, DestinationTail, Service
 from infra.drill_report import percentile
+from ingress.segment_events import CREATED, SegmentEvent
+from replicator.core.kafka import provenance
 from replicator.core.logs import configure_logging
+from replicator.core.segments.key import SegmentKey
 
 CONFIG = """
 [egress]
@@ -91,6 +99,137 @@ def steady_load(bootstrap: str, tail: DestinationTail, rate: int, seconds: float
         time.sleep(0.2)
 
 
+class ReadableTimes:
+    """A second read_committed reader of the destination: when each segment's last record
+    became readable (the tail above times records, this one segments)."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.readable: dict[tuple[int, int], float] = {}
+        """(partition, source offset) -> when it became readable."""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(bootstrap, topic), daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self, bootstrap: str, topic: str) -> None:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "latency-segments",
+                "isolation.level": "read_committed",
+                "fetch.wait.max.ms": 10,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        consumer.subscribe([topic])
+        try:
+            while not self._stop.is_set():
+                for message in consumer.consume(1000, timeout=0.2):
+                    if message.error():
+                        continue
+                    partition = int(message.partition() or 0)
+                    source = provenance.SourcePartition("us-east-1", "bench", partition)
+                    headers = cast(list[tuple[str, bytes | None]], message.headers() or [])
+                    offset = provenance.source_offset(headers, source)
+                    if offset is not None:
+                        self.readable[(partition, offset)] = time.time()
+        finally:
+            consumer.close()
+
+
+@dataclass(frozen=True)
+class Batch:
+    planned: float
+    """When Spark planned it (its ranges closed then): ``batchTimestampMs``."""
+    committed: float
+    """When Spark's commit log had it (its segments were uploaded before)."""
+    ends: dict[int, int]
+    """Per partition, the half-open end of its range."""
+
+
+def egress_batches(checkpoint: Path) -> list[Batch]:
+    """The micro-batches Spark's checkpoint records, in order."""
+    batches = []
+    logged = [p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()]
+    for path in sorted(logged, key=lambda p: int(p.name)):
+        committed = checkpoint / "commits" / path.name
+        if not committed.exists():
+            continue
+        lines = path.read_text().splitlines()
+        metadata, offsets = json.loads(lines[1]), json.loads(lines[2])
+        batches.append(
+            Batch(
+                metadata["batchTimestampMs"] / 1000,
+                committed.stat().st_mtime,
+                {int(p): end for p, end in offsets["offsets"]["bench"].items()},
+            )
+        )
+    return batches
+
+
+def stage_times(
+    checkpoint: Path,
+    readable: dict[tuple[int, int], float],
+    events: dict[str, tuple[SegmentEvent, float]],
+) -> dict[str, list[float]]:
+    """Per segment, the seconds of each stage after its range closed: the micro-batch
+    (planned to committed in Spark's log, the upload included), to its copy in the
+    destination bucket (the S3 event's time), to its segment event in the events topic,
+    to its last record readable in the destination; and all of them together. The
+    warm-up's segments (offset 0, one per partition, while the workers start) are left
+    out."""
+    batches = egress_batches(checkpoint)
+    stages: dict[str, list[float]] = {
+        "batch": [],
+        "to_destination_bucket": [],
+        "notification": [],
+        "replay": [],
+        "total": [],
+    }
+    for s3_key, (event, produced) in events.items():
+        segment = SegmentKey.from_s3_key(s3_key, "data")
+        batch = next((b for b in batches if b.ends.get(segment.partition, 0) > segment.end), None)
+        done = readable.get((segment.partition, segment.end))
+        if batch is None or done is None or segment.start == 0:
+            continue
+        copied = datetime.fromisoformat(event.event_time.replace("Z", "+00:00")).timestamp()
+        stages["batch"].append(batch.committed - batch.planned)
+        stages["to_destination_bucket"].append(copied - batch.committed)
+        stages["notification"].append(produced - copied)
+        stages["replay"].append(done - produced)
+        stages["total"].append(done - batch.planned)
+    return stages
+
+
+def event_times(bootstrap: str, topic: str) -> dict[str, tuple[SegmentEvent, float]]:
+    """Each segment event by S3 object key, and when the SQS bridge produced it."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "latency-events", "enable.partition.eof": True}
+    )
+    partitions = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+    found: dict[str, tuple[SegmentEvent, float]] = {}
+    ended = 0
+    while ended < len(partitions):
+        message = consumer.poll(10)
+        if message is None:
+            break
+        error = message.error()
+        if error is not None:
+            ended += error.code() == KafkaError._PARTITION_EOF
+            continue
+        event = SegmentEvent.from_json(message.value())
+        if event.kind == CREATED:
+            found[event.s3_key] = (event, message.timestamp()[1] / 1000)
+    consumer.close()
+    return found
+
+
 def lag_figures(lags: list[float], rate: int, seconds: float) -> dict[str, float]:
     return {
         "rate_records_per_s": rate,
@@ -103,7 +242,7 @@ def lag_figures(lags: list[float], rate: int, seconds: float) -> dict[str, float
     }
 
 
-def measure(rate: int, seconds: float) -> dict[str, float]:
+def measure(rate: int, seconds: float) -> dict[str, Any]:
     with bench_stack(CONFIG, "latency") as (config, root):
         path = str(root / "bench.toml")
         east = config.region("us-east-1").kafka.bootstrap_servers
@@ -116,14 +255,26 @@ def measure(rate: int, seconds: float) -> dict[str, float]:
         egress.start()
         ingress.start()
         tail = DestinationTail(west, {"bench": "bench.copy"}, PARTITIONS)
+        readable = ReadableTimes(west, "bench.copy")
+        readable.start()
         try:
             egress.wait_for_log(STARTED_LINE, timeout=180.0)
             steady_load(east, tail, rate, seconds)
         finally:
             tail.close()
+            readable.close()
             egress.stop()
             ingress.stop()
-    return lag_figures(tail.lags["bench"], rate, seconds)
+        assert config.ingress is not None
+        events = event_times(west, config.ingress.segment_events_topic)
+        stages = stage_times(root / "checkpoint", readable.readable, events)
+    figures: dict[str, Any] = dict(lag_figures(tail.lags["bench"], rate, seconds))
+    figures["after_close"] = {
+        stage: {"p50_seconds": percentile(times, 50), "p99_seconds": percentile(times, 99)}
+        for stage, times in stages.items()
+    }
+    figures["segments_timed"] = len(stages["replay"])
+    return figures
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -6,19 +7,28 @@ from bench.run import cost_table, figures_from, render, scale_tables
 
 
 def test_figures_are_judged_against_their_same_run_baselines_and_limits():
-    raw = {
+    raw: dict[str, dict[str, Any]] = {
         "ingress": {
             "ingress_records_per_s": 90.0,
             "baseline_records_per_s": 100.0,
             "ingress_peak_rss_mib": 600.0,
         },
-        "latency": {"p50_seconds": 2.0, "p99_seconds": 4.5},
+        "latency": {
+            "p50_seconds": 2.0,
+            "p99_seconds": 2.9,
+            "after_close": {
+                "total": {"p50_seconds": 0.9, "p99_seconds": 1.4},
+                "batch": {"p50_seconds": 0.5, "p99_seconds": 0.9},
+            },
+        },
     }
     by_name = {f.name: f for f in figures_from(raw)}
     rate = by_name["ingress records/s"]
     assert (rate.ratio, rate.met) == (0.9, True)
     assert not by_name["ingress largest process peak RSS"].met
     assert by_name["end-to-end latency p99"].met and by_name["end-to-end latency p99"].ratio is None
+    assert not by_name["latency after a segment closes p99"].met  # 1.4 s > 1 s
+    assert by_name["  of which egress's micro-batch p99"].project == 0.9
     table = render(list(by_name.values()))
     assert "0.90" in table and "NO" in table and "<= 512 MiB" in table
 
