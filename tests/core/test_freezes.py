@@ -13,14 +13,11 @@ import pyarrow as pa
 import pytest
 
 from replicator.core.freezes import Freeze, FreezeWatch, freeze_since
-from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.errors import OwnershipLostError
-from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import PartitionWriter
 from tests.fixtures.independent import read_partition
 from tests.fixtures.ingress import segment_batch
-from tests.fixtures.relay import create_topic
-from tests.fixtures.stack import DESTINATION
+from tests.fixtures.writer import writer_destination
 
 LIMIT = 1.0
 
@@ -72,21 +69,15 @@ def test_the_watch_sees_a_real_freeze_and_only_after_it_began():
 
 @pytest.fixture
 def writer_setup(local_stack, unique):
-    bootstrap = local_stack.bootstrap(DESTINATION)
-    kafka = {"bootstrap.servers": bootstrap}
-    destination, checkpoints = unique("dst"), unique("cp")
-    create_topic(bootstrap, destination, 1)
-    create_topic(bootstrap, checkpoints, 1)
-    store = CheckpointStore(kafka, checkpoints, 1)
-    target = WriteTarget(SourcePartition("us-east-1", "t", 0), destination, 0)
+    where = writer_destination(local_stack, unique)
     group = unique("g")
     watch = FreezeWatch(limit=LIMIT, tick=0.05)
 
     def open_writer() -> tuple[PartitionWriter, int | None]:
-        writer = PartitionWriter(kafka, group, target, store, freezes=watch)
+        writer = PartitionWriter(where.kafka, group, where.target, where.store, freezes=watch)
         return writer, writer.open().next_source_offset
 
-    return bootstrap, destination, open_writer
+    return where.bootstrap, where.target.destination_topic, open_writer
 
 
 def table(start: int, count: int) -> pa.Table:

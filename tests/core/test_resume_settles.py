@@ -12,24 +12,17 @@ import time
 
 import pyarrow as pa
 
-from replicator.core.kafka.checkpoints import CheckpointStore, ResumePoint, WriteTarget
-from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.checkpoints import ResumePoint
 from replicator.core.kafka.tail import SETTLE_WAIT
 from replicator.core.kafka.writer import PartitionWriter
 from tests.fixtures.ingress import segment_batch
-from tests.fixtures.relay import create_topic
-from tests.fixtures.stack import DESTINATION
+from tests.fixtures.writer import writer_destination
 
 
 def test_a_resume_waits_for_the_open_transaction_to_end(local_stack, unique):
-    bootstrap = local_stack.bootstrap(DESTINATION)
-    kafka = {"bootstrap.servers": bootstrap}
-    destination, checkpoints = unique("dst"), unique("cp")
-    create_topic(bootstrap, destination, 1)
-    create_topic(bootstrap, checkpoints, 2)
-    store = CheckpointStore(kafka, checkpoints, 2)
-    target = WriteTarget(SourcePartition("us-east-1", "t", 0), destination, 0)
-    writer = PartitionWriter(kafka, unique("g"), target, store)
+    where = writer_destination(local_stack, unique, checkpoint_partitions=2)
+    store, target = where.store, where.target
+    writer = PartitionWriter(where.kafka, unique("g"), target, store)
     writer.open()
     writer.write(pa.Table.from_batches([segment_batch(0, 1500)]))
     writer.commit(1500)

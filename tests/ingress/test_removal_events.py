@@ -5,31 +5,18 @@ work quadratic in the number of segments."""
 
 from __future__ import annotations
 
-import threading
-
-from ingress.metrics import IngressMetrics
 from ingress.segment_events import REMOVED, SegmentEvent
 from ingress.worker import PartitionWorker
 from replicator.core.kafka.testing import MemoryWriter
 from replicator.core.segments.key import SegmentKey
-from tests.fixtures.worker import REGION, TOPIC, MemorySegments, config
+from tests.fixtures.worker import REGION, TOPIC, MemorySegments, config, memory_worker
 
 
 def worker_with_removals(
     segments: MemorySegments, writer: MemoryWriter, removed: list[tuple[int, int]]
 ) -> PartitionWorker:
     settings = config("fail")
-    assert settings.ingress is not None
-    worker = PartitionWorker(
-        settings,
-        settings.ingress.sources[0],
-        0,
-        IngressMetrics(),
-        open_writer=lambda _target: writer,
-        segments=segments,
-        stop_at_end=True,
-        read_slots=threading.BoundedSemaphore(1),
-    )
+    worker = memory_worker(settings, segments, writer)
     for start, end in removed:  # queued before the worker's first look at its events
         s3_key = SegmentKey(REGION, TOPIC, 0, 0, start, end).to_s3_key(settings.s3.prefix)
         worker.notify(SegmentEvent(REMOVED, s3_key, 0, ""))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 
-from ingress.metrics import IngressMetrics
 from ingress.segment_events import CREATED, SegmentEvent
 from ingress.service import IngressService
 from ingress.worker import PartitionWorker
@@ -21,7 +20,7 @@ from replicator.core.workers import WriterSlots
 from tests.fixtures.ingress import provenance_offsets, segment_batch, wait_ready
 from tests.fixtures.ingress import wait_for as wait_for_replay
 from tests.fixtures.stack import SOURCE
-from tests.fixtures.worker import REGION, TOPIC, MemorySegments, config
+from tests.fixtures.worker import REGION, TOPIC, MemorySegments, config, memory_worker
 
 
 def settings(idle_close: float) -> Config:
@@ -35,17 +34,7 @@ def settings(idle_close: float) -> Config:
 def start_worker(
     cfg: Config, segments: MemorySegments, writer: MemoryWriter, slots: WriterSlots
 ) -> PartitionWorker:
-    assert cfg.ingress is not None
-    worker = PartitionWorker(
-        cfg,
-        cfg.ingress.sources[0],
-        0,
-        IngressMetrics(),
-        open_writer=lambda _target: writer,
-        segments=segments,
-        read_slots=threading.BoundedSemaphore(1),
-        writer_slots=slots,
-    )
+    worker = memory_worker(cfg, segments, writer, stop_at_end=False, writer_slots=slots)
     worker.start()
     return worker
 
