@@ -36,6 +36,10 @@ _BOTO_CONFIG = BotoConfig(
     read_timeout=60,
     # Plain addressing so that S3-compatible endpoints and the local stack work alike.
     s3={"addressing_style": "path"},
+    # One client serves every thread of a process: ingress's workers list and read at
+    # once (at 512 partitions a pool of 10, botocore's default, discarded connections
+    # and logged it for each).
+    max_pool_connections=64,
 )
 
 
