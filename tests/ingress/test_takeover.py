@@ -88,7 +88,7 @@ def wait_until(predicate, timeout: float, what: str, logs: list[Path]) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
         if time.monotonic() > deadline:
-            tails = "\n".join(p.read_text(errors="replace")[-2000:] for p in logs)
+            tails = "\n".join(p.read_text(errors="replace")[-2000:] for p in logs if p.exists())
             raise AssertionError(f"timed out waiting for {what}\n{tails}")
         time.sleep(0.3)
 
@@ -224,7 +224,9 @@ def test_a_kill_at_a_writer_crash_point_then_another_kill(
             assert checkpointed == max(replayed) + 1, (max(replayed), checkpointed)
         b = start_instance(setup, logs[1])
         total = PARTITIONS * SEGMENTS * PER_SEGMENT
-        wait_until(lambda: produced(local_stack, setup) > total // 2, 120, "b to go on", logs)
+        # 180 s: a flush or commit the broker does not answer takes 60 s + 60 s to fail
+        # and its worker 5 s to restart.
+        wait_until(lambda: produced(local_stack, setup) > total // 2, 180, "b to go on", logs)
         kill(b)  # a second moment: mid-replay
         c = start_instance(setup, logs[2])
         wait_until(lambda: produced(local_stack, setup) >= total, 120, "c to finish", logs)
