@@ -5,6 +5,7 @@ import pyarrow as pa
 import pytest
 
 from replicator.core.aws.errors import ObjectNotFoundError, StorageError
+from replicator.core.aws.s3_streams import etag_matches
 from replicator.core.segments.errors import CorruptSegmentError
 from replicator.core.segments.format import SCHEMA
 from replicator.core.segments.key import SegmentKey
@@ -57,13 +58,29 @@ def test_segment_larger_than_one_part_is_uploaded_in_parts_and_reads_back(local_
         },
         schema=SCHEMA,
     )
-    stored = store.write_segment(key, batch, row_group_bytes=2 * 1024**2)
+    with store.writer(key, row_group_bytes=2 * 1024**2) as upload:
+        upload.write(batch)
+    stored = store.stat(key)
     assert stored.size > 2 * part
     head = local_stack.s3().head_object(Bucket=bucket, Key=stored.s3_key)
     assert head["ETag"].strip('"').endswith(f"-{-(-stored.size // part)}")  # multipart ETag
+    # What the writer computed is what S3 reports for the bytes it holds.
+    assert upload.uploaded is not None and upload.uploaded.size == stored.size
+    assert etag_matches(head["ETag"], upload.uploaded)
     reader = store.open(stored)
     assert reader.num_row_groups >= 6
     assert reader.read_all().column("value").to_pylist() == values
+
+
+def test_a_single_put_reports_the_md5_etag_s3_gives_it(local_stack, bucket):
+    store = local_stack.store(SOURCE, bucket)
+    key = SegmentKey(SOURCE, "small", 0, 0, 0, 9)
+    with store.writer(key) as upload:
+        upload.write(plain(10))
+    head = local_stack.s3().head_object(Bucket=bucket, Key=key.to_s3_key(store.prefix))
+    assert upload.uploaded is not None and "-" not in upload.uploaded.md5_etag
+    assert etag_matches(head["ETag"], upload.uploaded)
+    assert not etag_matches(None, upload.uploaded)
 
 
 def test_failed_write_leaves_no_object_and_no_pending_upload(local_stack, bucket):

@@ -2,12 +2,21 @@
 
 Both are plain ``io.RawIOBase`` streams, so Parquet writers and readers (or anything else
 that takes a file) use them directly; nothing here knows about segments.
+
+The writer sends each part's MD5 (``Content-MD5``: S3 refuses a part damaged on the way)
+and knows, once complete, the ETag S3 gives an object holding exactly the bytes written:
+the hex MD5 of the body for a single PUT, the MD5 of the parts' MD5s and ``-<parts>`` for
+a multipart upload. Comparing it with the stored object's ETag proves S3 holds those bytes
+without reading them back — except under SSE-KMS, whose ETags are no MD5 of the content.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from replicator.core.aws.clients import s3_errors
@@ -17,6 +26,21 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class UploadedObject:
+    """What a completed upload wrote."""
+
+    size: int
+    md5_etag: str
+    """The ETag (without quotes) S3 gives an object of exactly these bytes, uploaded in
+    these parts (see the module docstring)."""
+
+
+def etag_matches(stored_etag: str | None, uploaded: UploadedObject) -> bool:
+    """Whether an object's ETag (as S3 reports it, quoted or not) is the uploaded bytes'."""
+    return stored_etag is not None and stored_etag.strip('"') == uploaded.md5_etag
 
 
 class S3MultipartWriter(io.RawIOBase):
@@ -42,6 +66,7 @@ class S3MultipartWriter(io.RawIOBase):
         self._extra = extra_args
         self._buffer = bytearray()
         self._parts: list[dict[str, Any]] = []
+        self._part_digests: list[bytes] = []
         self._upload_id: str | None = None
         self._written = 0
 
@@ -70,26 +95,33 @@ class S3MultipartWriter(io.RawIOBase):
                 )
                 self._upload_id = response["UploadId"]
             number = len(self._parts) + 1
+            digest = hashlib.md5(body, usedforsecurity=False).digest()
             part = self._client.upload_part(
                 Bucket=self._bucket,
                 Key=self._key,
                 UploadId=self._upload_id,
                 PartNumber=number,
                 Body=body,
+                ContentMD5=base64.b64encode(digest).decode(),
             )
         self._parts.append({"PartNumber": number, "ETag": part["ETag"]})
+        self._part_digests.append(digest)
         crash_point(S3_MID_MULTIPART_UPLOAD)
 
-    def complete(self) -> int:
-        """Make the object visible; returns its size in bytes."""
+    def complete(self) -> UploadedObject:
+        """Make the object visible; returns what it holds."""
         if self._upload_id is None:
+            body = bytes(self._buffer)
+            digest = hashlib.md5(body, usedforsecurity=False).digest()
             with s3_errors("put", self._bucket, self._key):
                 self._client.put_object(
                     Bucket=self._bucket,
                     Key=self._key,
-                    Body=bytes(self._buffer),
+                    Body=body,
+                    ContentMD5=base64.b64encode(digest).decode(),
                     **self._extra,  # type: ignore[arg-type]
                 )
+            etag = digest.hex()
         else:
             if self._buffer:
                 self._upload_part(bytes(self._buffer))
@@ -100,8 +132,10 @@ class S3MultipartWriter(io.RawIOBase):
                     UploadId=self._upload_id,
                     MultipartUpload={"Parts": self._parts},  # type: ignore[typeddict-item]
                 )
+            combined = hashlib.md5(b"".join(self._part_digests), usedforsecurity=False)
+            etag = f"{combined.hexdigest()}-{len(self._part_digests)}"
         self._buffer = bytearray()
-        return self._written
+        return UploadedObject(self._written, etag)
 
     def abort(self) -> None:
         """Discard uploaded parts; the bucket's lifecycle rule is the backstop if this fails."""

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from replicator.core.aws.clients import s3_client, s3_errors
 from replicator.core.aws.errors import StorageError
-from replicator.core.aws.s3_streams import S3MultipartWriter, S3RangedReader
+from replicator.core.aws.s3_streams import S3MultipartWriter, S3RangedReader, UploadedObject
 from replicator.core.config import Config
 from replicator.core.segments.errors import SegmentKeyError
 from replicator.core.segments.format import (
@@ -66,6 +66,15 @@ class StoredSegment:
     etag: str | None = None
     storage_class: str | None = None
     """As listed (S3 omits it for STANDARD on some endpoints: None means STANDARD)."""
+    encryption: str | None = None
+    """The server-side encryption S3 reports for the object (``stat`` only): the bucket's
+    default may encrypt with KMS whatever the store's own setting."""
+
+    @property
+    def etag_is_md5(self) -> bool:
+        """Whether S3's ETag of this object derives from the MD5 of its bytes: not for
+        objects encrypted with KMS (``aws:kms``, ``aws:kms:dsse``)."""
+        return not (self.encryption or "").startswith("aws:kms")
 
 
 class SpooledSegment:
@@ -102,7 +111,7 @@ class SpooledSegment:
             self._spool.seek(0)
             try:
                 shutil.copyfileobj(self._spool, sink, self._store.part_size)
-                size = sink.complete()
+                size = sink.complete().size
             except BaseException:
                 sink.abort()
                 raise
@@ -112,6 +121,19 @@ class SpooledSegment:
 
     def abort(self) -> None:
         self._spool.close()
+
+
+class SegmentUpload:
+    """A segment being written by :meth:`SegmentStore.writer`: rows go to ``segment``;
+    ``footer`` and ``uploaded`` are set once the block exits cleanly."""
+
+    def __init__(self, segment: SegmentWriter) -> None:
+        self.segment = segment
+        self.footer: SegmentFooter | None = None
+        self.uploaded: UploadedObject | None = None
+
+    def write(self, batch: pa.RecordBatch | pa.Table) -> None:
+        self.segment.write(batch)
 
 
 class SegmentStore:
@@ -190,21 +212,27 @@ class SegmentStore:
         *,
         storage_class: str | None = None,
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
-    ) -> Iterator[SegmentWriter]:
-        """Open a segment for writing; it becomes visible when the block exits cleanly.
+    ) -> Iterator[SegmentUpload]:
+        """Open a segment for writing; it becomes visible when the block exits cleanly,
+        and the upload then says what was sent (to check against what S3 holds).
 
         On an exception the upload is aborted and nothing appears at the key (an earlier
         object at the same key, if any, stays as it was).
         """
         sink = self.sink(key.to_s3_key(self.prefix), storage_class)
         try:
-            writer = SegmentWriter(sink, key, row_group_bytes=row_group_bytes)
-            yield writer
-            writer.close()
-            sink.complete()
+            upload = SegmentUpload(SegmentWriter(sink, key, row_group_bytes=row_group_bytes))
+            yield upload
+            upload.footer = upload.segment.close()
+            upload.uploaded = sink.complete()
         except BaseException:
             sink.abort()
             raise
+
+    @property
+    def etags_are_md5(self) -> bool:
+        """Whether S3 gives this store's objects MD5 ETags (not under SSE-KMS)."""
+        return self._sse.get("ServerSideEncryption") != "aws:kms"
 
     def write_segment(
         self,
@@ -230,7 +258,12 @@ class SegmentStore:
         with s3_errors("head", self.bucket, s3_key):
             head = self.client.head_object(Bucket=self.bucket, Key=s3_key)
         return StoredSegment(
-            key, s3_key, head["ContentLength"], head.get("LastModified"), head.get("ETag")
+            key,
+            s3_key,
+            head["ContentLength"],
+            head.get("LastModified"),
+            head.get("ETag"),
+            encryption=head.get("ServerSideEncryption"),
         )
 
     def open(self, segment: StoredSegment | SegmentKey) -> SegmentReader:
