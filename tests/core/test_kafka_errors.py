@@ -56,11 +56,50 @@ class FencedProducer:
         return 0
 
 
-def test_fencing_reported_by_produce_is_lost_ownership_too():
-    kafka = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted
+def writer_with(producer: object) -> PartitionWriter:
+    """A writer whose producer is ``producer`` (its broker is never contacted)."""
+    kafka = {"bootstrap.servers": "127.0.0.1:1"}
     target = WriteTarget(SourcePartition("us-east-1", "t", 0), "t.copy", 0)
     writer = PartitionWriter(kafka, "g", target, CheckpointStore(kafka, "cp", 1))
-    writer._producer = FencedProducer()  # type: ignore[assignment]
+    writer._producer = producer  # type: ignore[assignment]
+    return writer
+
+
+def test_fencing_reported_by_produce_is_lost_ownership_too():
+    writer = writer_with(FencedProducer())
     with pytest.raises(OwnershipLostError) as lost:
         writer.write(pa.Table.from_batches([segment_batch(0, 3)]))
     assert lost.value.code == KafkaError._FENCED
+
+
+class FencedOnDeliveryProducer:
+    """A producer whose records the broker refused as fenced: it hears of it from the
+    delivery reports that ``poll`` and ``flush`` serve."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[Callable[..., None]] = []
+
+    def begin_transaction(self) -> None:
+        pass
+
+    def produce(self, *args: object, on_delivery: Callable[..., None] | None = None, **_: object):
+        if on_delivery is not None:
+            self.callbacks.append(on_delivery)
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        error = KafkaError(KafkaError.PRODUCER_FENCED, "fenced by a newer instance")
+        for callback in self.callbacks:
+            callback(error, None)
+        self.callbacks.clear()
+        return 0
+
+
+def test_fencing_reported_by_a_delivery_is_lost_ownership_too():
+    writer = writer_with(FencedOnDeliveryProducer())
+    writer.write(pa.Table.from_batches([segment_batch(0, 3)]))
+    with pytest.raises(OwnershipLostError) as lost:
+        writer.commit(3)
+    assert lost.value.code == KafkaError.PRODUCER_FENCED

@@ -189,15 +189,19 @@ class PartitionWriter:
                         headers=headers,
                     )
                     break
-                except BufferError:
+                except BufferError:  # librdkafka's queue is full: serve deliveries
                     self._producer.poll(0.05)
                 except KafkaException as exc:
-                    if exc.args[0].code() == KafkaError.MSG_SIZE_TOO_LARGE:
-                        raise self._too_large(offset, exc.args[0]) from None
-                    raise self._failure_of(exc.args[0], "producing to") from None
+                    raise self._produce_failure(offset, exc.args[0]) from None
         if self._failure is not None:
             raise self._failure
         self._producer.poll(0)
+
+    def _produce_failure(self, source_offset: int | None, error: Any) -> BaseException:
+        """A record refused, by ``produce`` or in its delivery report, as our error."""
+        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+            return self._too_large(source_offset, error)
+        return self._failure_of(error, "producing to")
 
     def _delivered(self, error: Any, message: Any) -> None:
         if error is not None:
@@ -207,10 +211,10 @@ class PartitionWriter:
         self._last_destination_offset = max(self._last_destination_offset, message.offset())
 
     def _delivery_error(self, error: Any, message: Any) -> BaseException:
-        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+        offset = None
+        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:  # name the record
             offset = provenance.source_offset(message.headers(), self.target.source)
-            return self._too_large(offset, error)
-        return BrokerError.from_kafka(f"producing to {self.target}", error)
+        return self._produce_failure(offset, error)
 
     def _too_large(self, source_offset: int | None, error: Any) -> RecordTooLargeError:
         return RecordTooLargeError(
