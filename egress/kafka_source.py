@@ -37,6 +37,7 @@ from egress.planning import (
 )
 from egress.record_arrow import SPARK_SCHEMA_DDL, loss_row, messages_to_rows, range_row
 from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_from_options
+from replicator.core.collector import tune_collector
 from replicator.core.config import Config, required
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
@@ -113,6 +114,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaTask)
+        tune_collector()  # this Python worker builds a few objects per record
         config = config_from_options(self._options)
         for rng in partition.ranges:
             yield from read_range(config, rng)

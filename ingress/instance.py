@@ -52,7 +52,7 @@ from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.health import CheckResult, Health, Heartbeat
 from replicator.core.logs import configure_logging, current_logging
-from replicator.core.malloc import limit_malloc_arenas
+from replicator.core.malloc import tune_process_memory
 from replicator.core.metrics import serve
 from replicator.core.signals import stop_on_signals
 
@@ -68,7 +68,7 @@ _PR_SET_PDEATHSIG = 1
 
 def run_ingress(config: Config, *, stop_at_end: bool = False) -> int:
     """``replicator ingress``: one process, or a parent and its members."""
-    limit_malloc_arenas()  # before the worker threads exist: see replicator.core.malloc
+    tune_process_memory()  # before the worker threads exist: see replicator.core.malloc
     count = required(config, "ingress").process_count()
     if count == 1:
         return IngressService(config, stop_at_end=stop_at_end).run()
@@ -140,7 +140,7 @@ def _member_main(
 ) -> None:
     _die_with_parent(parent)
     configure_logging(*logging_setup)
-    limit_malloc_arenas()
+    tune_process_memory()
     ingress = required(config, "ingress")
     local: dict[str, object] = {"processes": 1}
     if ingress.metrics_port is not None:  # the parent serves the instance's port

@@ -32,6 +32,7 @@ from replicator.core.kafka.placement import slot_of
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.topics import prepare_destination
 from replicator.core.kafka.writer import PartitionWriter
+from replicator.core.malloc import tune_process_memory
 from replicator.core.signals import stop_on_signals
 from replicator.core.workers import WorkerPool
 from replicator.relay.failover import UpstreamState, backoff
@@ -283,4 +284,5 @@ class RelayService:
 
 
 def run_relay(config: Config, *, stop_at_end: bool = False) -> int:
+    tune_process_memory()  # before the worker threads exist: see replicator.core.malloc
     return RelayService(config, stop_at_end=stop_at_end).run()

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from replicator.core.collector import tune_collector
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.errors import RecordTooLargeError
@@ -84,6 +85,7 @@ def target_of(task: RestoreTask) -> WriteTarget:
 
 def run_task(task: RestoreTask) -> PartitionResult:
     """The Spark entry point: never raises (a failure is the result's status)."""
+    tune_collector()  # this Python worker builds the lists the writer produces
     started = time.monotonic()
     result = PartitionResult(task.plan.topic, task.plan.partition)
     try:
