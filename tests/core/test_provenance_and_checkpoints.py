@@ -106,6 +106,43 @@ def test_provenance_is_appended_to_headers_of_a_sliced_segment_table():
     ]
 
 
+@pytest.mark.parametrize("per_record", [0, 1, 3])
+def test_provenance_when_every_record_carries_the_same_number_of_headers(per_record: int):
+    offsets = [4, 5, 6, 9, 10]
+    headers = [
+        [
+            {"key": f"h{j}", "value": None if j == 1 else b"%d-%d" % (o, j)}
+            for j in range(per_record)
+        ]
+        for o in offsets
+    ]
+    table = pa.table(
+        {
+            "offset": offsets,
+            "timestamp": [0] * 5,
+            "timestamp_type": [1] * 5,
+            "key": [b"k"] * 5,
+            "value": [b"v"] * 5,
+            "headers": headers,
+        },
+        schema=SCHEMA,
+    ).slice(1, 3)
+    orders = SourcePartition("us-east-1", "orders", 2)
+    got = provenance.with_provenance(table.column("headers"), table.column("offset"), orders)
+    assert got == [
+        [(h["key"], h["value"]) for h in headers[i]]
+        + [(provenance.HEADER, provenance.encode(orders, offsets[i]))]
+        for i in (1, 2, 3)
+    ]
+    assert all(type(record_headers) is list for record_headers in got)
+
+
+def test_provenance_of_no_records_is_empty():
+    empty = SCHEMA.empty_table()
+    source = SourcePartition("us-east-1", "orders", 2)
+    assert provenance.with_provenance(empty.column("headers"), empty.column("offset"), source) == []
+
+
 def test_header_and_checkpoint_key_bytes_are_unchanged_for_a_region_origin():
     source = SourcePartition("us-east-1", "orders.v1", 3)
     assert provenance.encode(source, 120) == b"us-east-1/orders.v1/3/120"
