@@ -109,14 +109,24 @@ def assert_exactly_once(local_stack, setup, segments: int = SEGMENTS) -> None:
     for partition in range(PARTITIONS):
         if provenance_offsets(local_stack, setup, partition) == expected:
             continue
+        source = SourcePartition(SOURCE, setup.topic, partition)
         if settles(local_stack, setup.destination, partition, 15):
             offsets = provenance_offsets(local_stack, setup, partition)
-            assert offsets == expected, (
-                f"partition {partition}: {len(offsets)} records, "
-                f"{len(offsets) - len(set(offsets))} duplicates"
-            )
+            if offsets != expected:  # what the whole log holds tells loss from invisibility
+                everything = read_partition(
+                    bootstrap, setup.destination, partition, "read_uncommitted"
+                )
+                whole = [source_offset(list(r[5]), source) for r in everything]
+                raise AssertionError(
+                    f"partition {partition}: {len(offsets)} records read committed, "
+                    f"{len(offsets) - len(set(offsets))} duplicates; the whole log "
+                    f"{len(whole)} records, {len(whole) - len(set(whole))} duplicates, "
+                    f"{'every' if whole == expected else 'NOT every'} offset once in order "
+                    f"(missing {missing_ranges(whole, expected)}); "
+                    f"committed end {watermarks(bootstrap, setup.destination, partition)[1]}, "
+                    f"log end {log_end(local_stack, setup.destination, partition)}"
+                )
             continue
-        source = SourcePartition(SOURCE, setup.topic, partition)
         everything = read_partition(bootstrap, setup.destination, partition, "read_uncommitted")
         offsets = [source_offset(list(r[5]), source) for r in everything]
         assert offsets == expected, (
@@ -129,6 +139,18 @@ def assert_exactly_once(local_stack, setup, segments: int = SEGMENTS) -> None:
             f"{log_end(local_stack, setup.destination, partition)}); checked the whole log",
             stacklevel=2,
         )
+
+
+def missing_ranges(found: list[int | None], expected: list[int]) -> str:
+    """The expected source offsets absent from ``found``, as inclusive ranges."""
+    absent = sorted(set(expected) - set(found))
+    ranges: list[list[int]] = []
+    for offset in absent:
+        if ranges and ranges[-1][1] == offset - 1:
+            ranges[-1][1] = offset
+        else:
+            ranges.append([offset, offset])
+    return ", ".join(f"{a}..{b}" for a, b in ranges[:10]) or "none"
 
 
 def settles(local_stack, topic: str, partition: int, seconds: float) -> bool:
