@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -149,7 +150,9 @@ def measure(records: int, partitions: int) -> dict[str, Any]:
         "ratio_records_per_s": base_seconds / every_core["seconds"],
         "ingress_peak_rss_mib": every_core["peak_rss_mib"],
         "ingress_parent_rss_mib": every_core["parent_rss_mib"],
+        "ingress_records_per_s_after_join": base_records / every_core["seconds_after_join"],
         "one_process_records_per_s": base_records / one["seconds"],
+        "one_process_records_per_s_after_join": base_records / one["seconds_after_join"],
         "one_process_peak_rss_mib": one["peak_rss_mib"],
         "segment_mib": segment_bytes / 2**20,
         "aws": priced(every_core["requests"], base_records),
@@ -178,21 +181,44 @@ def replay(root: Path, processes: int) -> dict[str, Any]:
     )
     path = root / f"bench-{processes}.toml"
     path.write_text(text)
-    command = [sys.executable, "-m", "replicator", "--log-level", "WARNING", "ingress"]
-    command += ["--config", str(path), "--stop-at-end"]
-    with PeakRss(is_ingress) as memory, counting(root / f"aws-{processes}.log") as log:
-        started = time.perf_counter()
-        subprocess.run(command, check=True, timeout=1800)
-        seconds = time.perf_counter() - started
+    command = [sys.executable, "-m", "replicator", "--log-level", "INFO", "--log-format"]
+    command += ["json", "ingress", "--config", str(path), "--stop-at-end"]
+    service_log = root / f"ingress-{processes}.jsonl"
+    with (
+        PeakRss(is_ingress) as memory,
+        counting(root / f"aws-{processes}.log") as log,
+        service_log.open("w") as stderr,
+    ):
+        started = time.time()
+        subprocess.run(command, check=True, timeout=1800, stderr=stderr)
+        seconds = time.time() - started
+    joined = group_joined(service_log.read_text(), processes)
     parent = max(
         (peak for peak, cmd in memory.peaks.values() if "spawn_main" not in cmd), default=0
     )
     return {
         "requests": count(log.read_text()),
         "seconds": seconds,
+        "seconds_after_join": started + seconds - (joined or started),
         "peak_rss_mib": memory.largest()[0] / 2**20,
         "parent_rss_mib": parent / 2**20,
     }
+
+
+def group_joined(service_log: str, processes: int) -> float | None:
+    """When every replay process owned its first partitions (epoch seconds), from the
+    service's JSON log: Kafka's group join (the broker holds a new group's first join for
+    its initial rebalance delay) is start-up, like Spark's, and reported apart."""
+    owning = []
+    for line in service_log.splitlines():
+        if not line.startswith("{"):
+            continue
+        entry = json.loads(line)
+        if entry.get("logger") == "ingress.service" and entry["message"].startswith("owning "):
+            owning.append(datetime.fromisoformat(entry["time"]).timestamp())
+    if len(owning) < processes:
+        return None
+    return max(owning[:processes])
 
 
 def main() -> None:

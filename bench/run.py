@@ -111,16 +111,34 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                 i["baseline_records_per_s"],
                 0.8,
             ),
+            _ratio_figure(
+                "ingress records/s (after the group join)",
+                "rec/s",
+                i["ingress_records_per_s_after_join"],
+                i["baseline_records_per_s"],
+                0.8,
+            ),
             Figure(
                 "ingress records/s, one replay process",
                 "rec/s",
-                i.get("one_process_records_per_s", i["ingress_records_per_s"]),
+                i["one_process_records_per_s"],
+                i["baseline_records_per_s"],
+                "-",
+                True,
+            ),
+            Figure(
+                "ingress records/s, one replay process (after the group join)",
+                "rec/s",
+                i["one_process_records_per_s_after_join"],
                 i["baseline_records_per_s"],
                 "-",
                 True,
             ),
             _limit_figure(
                 "ingress largest process peak RSS", "MiB", i["ingress_peak_rss_mib"], 512
+            ),
+            _limit_figure(
+                "ingress one replay process peak RSS", "MiB", i["one_process_peak_rss_mib"], 512
             ),
         ]
     if "compaction" in raw:
@@ -133,6 +151,14 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                 c["baseline_mb_per_s"],
                 0.8,
             ),
+            _ratio_figure(
+                "compaction MB/s (after Spark start)",
+                "MB/s",
+                c["compaction_mb_per_s_after_spark_start"],
+                c["baseline_mb_per_s"],
+                0.8,
+            ),
+            Figure("compaction Spark start", "s", c["spark_start_seconds"], None, "-", True),
             _ratio_figure(
                 "compaction MB/s (inside merges)",
                 "MB/s",

@@ -10,8 +10,12 @@ def test_figures_are_judged_against_their_same_run_baselines_and_limits():
     raw: dict[str, dict[str, Any]] = {
         "ingress": {
             "ingress_records_per_s": 90.0,
+            "ingress_records_per_s_after_join": 120.0,
+            "one_process_records_per_s": 60.0,
+            "one_process_records_per_s_after_join": 70.0,
             "baseline_records_per_s": 100.0,
             "ingress_peak_rss_mib": 600.0,
+            "one_process_peak_rss_mib": 500.0,
         },
         "latency": {
             "p50_seconds": 2.0,
@@ -25,7 +29,9 @@ def test_figures_are_judged_against_their_same_run_baselines_and_limits():
     by_name = {f.name: f for f in figures_from(raw)}
     rate = by_name["ingress records/s"]
     assert (rate.ratio, rate.met) == (0.9, True)
+    assert by_name["ingress records/s (after the group join)"].ratio == 1.2
     assert not by_name["ingress largest process peak RSS"].met
+    assert by_name["ingress one replay process peak RSS"].met
     assert by_name["end-to-end latency p99"].met and by_name["end-to-end latency p99"].ratio is None
     assert not by_name["latency after a segment closes p99"].met  # 1.4 s > 1 s
     assert by_name["  of which egress's micro-batch p99"].project == 0.9
