@@ -1,7 +1,8 @@
 """A compaction run: the driver lists and plans, Spark tasks merge.
 
-Merges run in waves of ``parallelism`` Spark tasks; a stop request (SIGTERM) is honoured
-between waves, so a run never stops inside a merge. Cleanups of inputs already covered by
+Each merge is a Spark job of one task, ``parallelism`` of them at once, the next started as
+soon as one ends (:mod:`compaction.scheduling`); a stop request (SIGTERM) starts no further
+merge, so a run never stops inside one. Cleanups of inputs already covered by
 a verified higher-level segment (left by an interrupted run) are done by the driver.
 Each run ends with a report, logged, returned, and exported as Prometheus metrics (pushed
 to a Pushgateway when configured).
@@ -19,6 +20,7 @@ from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 
 from compaction.merge import MergeResult, run_merge, verify
 from compaction.planning import Merge, PartitionPlan, plan_partition
+from compaction.scheduling import run_bounded
 from replicator.core.config import Config, required
 from replicator.core.errors import ConfigError
 from replicator.core.faults import COMPACTION_DURING_CLEANUP, crash_point
@@ -64,7 +66,12 @@ class RunReport:
         )
 
 
-def _merge_task(payload: tuple[str, str, Merge, str | None, bool]) -> MergeResult:
+MergePayload = tuple[str, str, Merge, str | None, bool]
+"""What a merge's Spark task is given: the config as JSON, the region, the merge, the
+output's storage class, and whether to delete the inputs."""
+
+
+def _merge_task(payload: MergePayload) -> MergeResult:
     """One merge in a Spark task. An input that is not a usable segment (corrupt, hostile,
     not matching its key) fails this merge only, with the key and the reason: raising
     would fail the whole run, and every later run at the same place."""
@@ -192,43 +199,48 @@ class CompactionJob:
             {},
             self.config.spark,
         )
+        config_json = config_to_json(self.config)
+        payloads = [
+            (
+                config_json,
+                self.region,
+                merge,
+                self.compaction.storage_class.get(merge.output.level),
+                self.compaction.topics[topic].delete,
+            )
+            for topic, merge in merges
+        ]
+
+        def merge_in_spark(payload: MergePayload) -> MergeResult:
+            results: list[MergeResult] = (
+                spark.sparkContext.parallelize([payload], 1).map(_merge_task).collect()
+            )
+            return results[0]
+
+        done = 0
         try:
-            config_json = config_to_json(self.config)
-            wave = self.compaction.parallelism
-            for i in range(0, len(merges), wave):
-                if self.stop.is_set():
-                    report.stopped_early = True
-                    break
-                payloads = [
-                    (
-                        config_json,
-                        self.region,
-                        merge,
-                        self.compaction.storage_class.get(merge.output.level),
-                        self.compaction.topics[topic].delete,
-                    )
-                    for topic, merge in merges[i : i + wave]
-                ]
-                results = (
-                    spark.sparkContext.parallelize(payloads, len(payloads))
-                    .map(_merge_task)
-                    .collect()
-                )
-                for result in results:
-                    if result.failed:
-                        report.failed.append(result.failed)
-                        continue
-                    report.segments_read += result.inputs
-                    report.segments_written += 1
-                    report.segments_deleted += result.deleted
-                    report.bytes_in += result.bytes_in
-                    report.bytes_out += result.bytes_out
-                    report.records += result.records
-                    report.merge_seconds += result.seconds
+            slots = self.compaction.parallelism
+            for _payload, result in run_bounded(payloads, merge_in_spark, slots, self.stop):
+                done += 1
+                self._count(result, report)
+            report.stopped_early = done < len(payloads)
         finally:
             if self._spark is None:
                 spark.stop()
         return report
+
+    @staticmethod
+    def _count(result: MergeResult, report: RunReport) -> None:
+        if result.failed:
+            report.failed.append(result.failed)
+            return
+        report.segments_read += result.inputs
+        report.segments_written += 1
+        report.segments_deleted += result.deleted
+        report.bytes_in += result.bytes_in
+        report.bytes_out += result.bytes_out
+        report.records += result.records
+        report.merge_seconds += result.seconds
 
 
 def export(report: RunReport, config: Config) -> CollectorRegistry:

@@ -173,3 +173,34 @@ def test_a_hostile_input_fails_only_its_merge_naming_the_key(local_stack, compac
     after = segments(local_stack, setup)
     assert [(s.level, s.start, s.end) for s in after[0]] == [(1, 0, 39)]
     assert [s.level for s in after[1]] == [0, 0, 0, 0]  # untouched, for an operator to look at
+
+
+def test_a_stop_during_a_run_lets_the_running_merge_finish_and_starts_no_other(
+    local_stack, compaction_setup, spark, monkeypatch
+):
+    """SIGTERM's path: the stop is set while the first result is counted, when the second
+    merge is already running (2 slots); the other two partitions are left for the next
+    run, whole."""
+    setup = compaction_setup()
+    setup.fill(partitions=4, segments=3, per_segment=50)
+    before = segments(local_stack, setup)
+    job = CompactionJob(setup.config, spark=spark)
+    count = CompactionJob._count
+
+    def count_then_stop(result, report):
+        count(result, report)
+        job.stop.set()
+
+    monkeypatch.setattr(job, "_count", count_then_stop)
+    report = job.run_once()
+
+    assert report.stopped_early
+    assert (report.segments_written, report.segments_read, report.segments_deleted) == (2, 6, 6)
+    after = segments(local_stack, setup)
+    levels = sorted(tuple(s.level for s in after[p]) for p in range(4))
+    assert levels == [(0, 0, 0), (0, 0, 0), (1,), (1,)]
+    for partition in range(4):
+        assert records(after[partition]) == records(before[partition])
+
+    rest = CompactionJob(setup.config, spark=spark).run_once()
+    assert not rest.stopped_early and rest.segments_written == 2
