@@ -53,6 +53,7 @@ from replicator.core.kafka.errors import CheckpointError, OwnershipLostError, Re
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import RecordWriter
 from replicator.core.logs import ContextLog, partition_fields
+from replicator.core.read_ahead import ReadAhead
 from replicator.core.segments.errors import (
     CorruptSegmentError,
     SegmentKeyError,
@@ -405,31 +406,31 @@ class PartitionWorker(threading.Thread):
         try:
             reader = self._store.open(stored)
             self._report_source_loss(stored, getattr(reader, "footer", None))
-            tables = reader.iter_tables()
-            while not self._stopping.is_set():
-                if produced_until is not None:
-                    # Never hold a transaction open across a read: a slow S3 read or a
-                    # wait for a read slot would let it outlive transaction.timeout.ms.
-                    writer.commit(produced_until)
-                    self.status.next_offset = produced_until
-                    produced_until = None
-                # A row group is decoded and produced while holding a read slot, so
-                # memory is bounded by the slots however many partitions are owned.
-                with self._read_slots:
-                    table = next(tables, None)
-                    if table is None:
-                        break
-                    offsets = table.column("offset")
-                    if len(table) == 0 or offsets[-1].as_py() < next_offset:
-                        continue
-                    if offsets[0].as_py() < next_offset:
-                        table = table.filter(pc.greater_equal(offsets, next_offset))
-                    kept = self._filters.apply(table, self.source.topic, self.partition)
-                    if kept.num_rows:
-                        writer.write(kept)
-                    self._count(kept, filtered=table.num_rows - kept.num_rows)
-                    next_offset = produced_until = table.column("offset")[-1].as_py() + 1
-                    del table, offsets, kept
+            with ReadAhead(reader.iter_tables(), self._read_slots) as tables:
+                while not self._stopping.is_set():
+                    if produced_until is not None:
+                        # Never hold a transaction open across a read: a slow S3 read or a
+                        # wait for a read slot would let it outlive transaction.timeout.ms.
+                        writer.commit(produced_until)
+                        self.status.next_offset = produced_until
+                        produced_until = None
+                    # A row group is decoded and produced while holding a read slot (the
+                    # next one read ahead only into a free slot), so memory is bounded by
+                    # the slots however many partitions are owned.
+                    with tables.next() as table:
+                        if table is None:
+                            break
+                        offsets = table.column("offset")
+                        if len(table) == 0 or offsets[-1].as_py() < next_offset:
+                            continue
+                        if offsets[0].as_py() < next_offset:
+                            table = table.filter(pc.greater_equal(offsets, next_offset))
+                        kept = self._filters.apply(table, self.source.topic, self.partition)
+                        if kept.num_rows:
+                            writer.write(kept)
+                        self._count(kept, filtered=table.num_rows - kept.num_rows)
+                        next_offset = produced_until = table.column("offset")[-1].as_py() + 1
+                        del table, offsets, kept
             if not self._stopping.is_set():
                 writer.commit(stored.segment_key.end + 1)
                 self.metrics.segments_read.labels(*self._labels).inc()

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import threading
 import time
 
+import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
 from ingress.service import IngressService
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.segments.format import SegmentWriter
 from replicator.core.segments.key import SegmentKey
 from tests.fixtures.hostile import HOSTILE
 from tests.fixtures.ingress import (
@@ -277,3 +280,38 @@ def test_duplicated_reordered_and_dropped_events_leave_the_destination_exact(
         "replicator_ingress_sqs_messages_received_total", {"region": DESTINATION}
     )
     assert received is not None and received >= 4
+
+
+def test_a_damaged_row_group_read_ahead_halts_after_the_row_groups_before_it(
+    local_stack, ingress_setup, caplog
+):
+    """One partition alone reads each next row group ahead (two read slots, one busy
+    partition): the damage in row group 2 is found while row group 1 is produced, and must
+    still stop the partition exactly after row group 1, everything before it once."""
+    setup = ingress_setup()
+    setup.put_descriptor(1)
+    key = SegmentKey(SOURCE, setup.topic, 0, 0, 0, 3999)
+    file = io.BytesIO()
+    writer = SegmentWriter(file, key, row_group_rows=1000)
+    writer.write(segment_batch(0, 4000))
+    writer.close()
+    body = bytearray(file.getvalue())
+    metadata = pq.ParquetFile(io.BytesIO(bytes(body))).metadata
+    assert metadata.num_row_groups == 4
+    values = next(
+        metadata.row_group(2).column(c)
+        for c in range(metadata.num_columns)
+        if metadata.row_group(2).column(c).path_in_schema == "value"
+    )
+    body[values.data_page_offset + values.total_compressed_size // 2] ^= 0xFF
+    s3_key = key.to_s3_key("data")
+    local_stack.s3().put_object(Bucket=setup.store.bucket, Key=s3_key, Body=bytes(body))
+    assert setup.config.ingress is not None and setup.config.ingress.read_concurrency == 2
+
+    with caplog.at_level(logging.ERROR):
+        _, code = run_to_end(setup)
+
+    assert code == 1
+    halts = [r.getMessage() for r in caplog.records if "partition halted" in r.getMessage()]
+    assert len(halts) == 1 and s3_key in halts[0] and "row group 2" in halts[0], halts
+    assert provenance_offsets(local_stack, setup, 0) == list(range(2000))
