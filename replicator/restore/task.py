@@ -2,9 +2,10 @@
 
 Order of work: open the exactly-once writer (fencing any earlier restore of the partition
 still alive, e.g. the task of a killed run) and take its resume point; from there read the
-planned segments row group by row group (each verified before its records are used),
-produce the records at or after the next offset and before the cut, and commit — flush,
-checkpoint, commit — at least every ``COMMIT_INTERVAL`` and at each segment's end. What a
+planned segments row group by row group (each verified before its records are used; the
+next one is read while the current one is produced), produce the records at or after the
+next offset and before the cut, and commit — flush, checkpoint, commit — at least every
+``COMMIT_INTERVAL`` and at each segment's end. What a
 task could not finish (a corrupt segment, the gap where the archive stops) is committed up
 to the last verified record and reported; it never raises for bad input.
 """
@@ -12,6 +13,7 @@ to the last verified record and reported; it never raises for bad input.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -25,6 +27,7 @@ from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.errors import RecordTooLargeError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import PartitionWriter
+from replicator.core.read_ahead import ReadAhead
 from replicator.core.segments.errors import CorruptSegmentError, SegmentMismatchError
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import SegmentStore, StoredSegment
@@ -34,6 +37,9 @@ from replicator.restore.planning import PartitionPlan, PlannedSegment, segments_
 log = logging.getLogger(__name__)
 
 COMMIT_INTERVAL = 2.0
+READ_SLOTS = 2
+"""Row groups a task holds at once: the one produced and the next, read meanwhile
+(:mod:`replicator.core.read_ahead`)."""
 WRITER_GROUP = "replicator-restore"
 """Prefix of the restore writers' transactional ids."""
 
@@ -139,25 +145,30 @@ def _restore_segment(
     stored = StoredSegment(key, planned.s3_key, planned.size, None, planned.etag)
     produced_until: int | None = None
     last_commit = time.monotonic()
+    slots = threading.BoundedSemaphore(READ_SLOTS)
     try:
-        for table in store.open(stored).iter_tables():
-            table = _from(table, result.next_offset)
-            if table is None:
-                continue
-            cut_at = _cut_index(table, task.until_ms)
-            kept = table if cut_at is None else table.slice(0, cut_at)
-            if kept.num_rows:
-                writer.write(kept)
-                _count(result, kept)
-            if cut_at is not None:
-                result.next_offset = table.column("offset")[cut_at].as_py()
-                writer.commit(result.next_offset)
-                result.status = "cut"
-                return False
-            result.next_offset = produced_until = table.column("offset")[-1].as_py() + 1
-            if time.monotonic() - last_commit >= COMMIT_INTERVAL:
-                writer.commit(result.next_offset)
-                produced_until, last_commit = None, time.monotonic()
+        with ReadAhead(store.open(stored).iter_tables(), slots) as tables:
+            while True:
+                with tables.next() as read:
+                    if read is None:
+                        break
+                    table = _from(read, result.next_offset)
+                    if table is None:
+                        continue
+                    cut_at = _cut_index(table, task.until_ms)
+                    kept = table if cut_at is None else table.slice(0, cut_at)
+                    if kept.num_rows:
+                        writer.write(kept)
+                        _count(result, kept)
+                    if cut_at is not None:
+                        result.next_offset = table.column("offset")[cut_at].as_py()
+                        writer.commit(result.next_offset)
+                        result.status = "cut"
+                        return False
+                    result.next_offset = produced_until = table.column("offset")[-1].as_py() + 1
+                if time.monotonic() - last_commit >= COMMIT_INTERVAL:
+                    writer.commit(result.next_offset)
+                    produced_until, last_commit = None, time.monotonic()
     except (CorruptSegmentError, SegmentMismatchError, RecordTooLargeError) as exc:
         if produced_until is not None:
             writer.commit(produced_until)
