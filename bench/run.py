@@ -3,7 +3,8 @@
 Runs the egress, ingress and compaction throughput benchmarks on the fixed workload
 (8 partitions, 2,000,000 records, 16-byte keys, 200-byte values, one header), the
 end-to-end latency benchmark, the relay's throughput (half the workload) and latency, and
-the scale benchmark (:mod:`bench.scale`), samples peak memory while they run, counts the
+the scale benchmark (:mod:`bench.scale`) and an S3 upload with a round trip added to each
+request (:mod:`bench.upload`), samples peak memory while they run, counts the
 AWS requests of each stage; prints the tables and
 writes ``bench/results/latest.json``. Each benchmark starts its own local stack.
 
@@ -31,6 +32,7 @@ from bench import (
     relay,
     restore_throughput,
     scale,
+    upload,
 )
 from replicator.core.logs import configure_logging
 
@@ -236,6 +238,19 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
             if stage in stages:
                 p99 = stages[stage]["p99_seconds"]
                 found.append(Figure(f"  {label} p99", "s", p99, None, "-", True))
+    if "upload" in raw:
+        u = raw["upload"]
+        found.append(
+            Figure(
+                f"S3 upload of {u['object_mib']} MiB, {u['added_seconds_per_request']} s added "
+                f"per request, {u['parts_in_flight']} parts in flight (baseline: one at a time)",
+                "MB/s",
+                u["mb_per_s_parts_in_flight"],
+                u["mb_per_s_one_part_at_a_time"],
+                "-",
+                True,
+            )
+        )
     return found
 
 
@@ -366,6 +381,7 @@ def main() -> None:
             "relay",
             "relay_latency",
             "scale",
+            "upload",
         ],
     )
     parser.add_argument("--scale-records", type=int, default=256_000)
@@ -383,6 +399,7 @@ def main() -> None:
         "relay",
         "relay_latency",
         "scale",
+        "upload",
     ]
     raw: dict[str, dict[str, Any]] = {}
     started = time.monotonic()
@@ -397,6 +414,7 @@ def main() -> None:
         "scale": lambda: scale.measure(
             args.scale_records, args.scale_partitions, args.scale_segments
         ),
+        "upload": lambda: upload.measure(64, 0.1),
     }
     for name in wanted:
         print(f"running the {name} benchmark ...", flush=True)

@@ -25,6 +25,13 @@ def test_figures_are_judged_against_their_same_run_baselines_and_limits():
                 "batch": {"p50_seconds": 0.5, "p99_seconds": 0.9},
             },
         },
+        "upload": {
+            "object_mib": 64,
+            "added_seconds_per_request": 0.1,
+            "parts_in_flight": 4,
+            "mb_per_s_parts_in_flight": 75.0,
+            "mb_per_s_one_part_at_a_time": 50.0,
+        },
     }
     by_name = {f.name: f for f in figures_from(raw)}
     rate = by_name["ingress records/s"]
@@ -35,6 +42,10 @@ def test_figures_are_judged_against_their_same_run_baselines_and_limits():
     assert by_name["end-to-end latency p99"].met and by_name["end-to-end latency p99"].ratio is None
     assert not by_name["latency after a segment closes p99"].met  # 1.4 s > 1 s
     assert by_name["  of which egress's micro-batch p99"].project == 0.9
+    upload = by_name[
+        "S3 upload of 64 MiB, 0.1 s added per request, 4 parts in flight (baseline: one at a time)"
+    ]
+    assert (upload.project, upload.ratio) == (75.0, 1.5)
     table = render(list(by_name.values()))
     assert "0.90" in table and "NO" in table and "<= 512 MiB" in table
 

@@ -16,6 +16,8 @@ import base64
 import hashlib
 import io
 import logging
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 log = logging.getLogger(__name__)
+
+PARTS_IN_FLIGHT = 4
+"""Parts of one object uploaded at once (see :class:`S3MultipartWriter`)."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +53,12 @@ class S3MultipartWriter(io.RawIOBase):
 
     Nothing is visible at ``key`` until :meth:`complete`; :meth:`abort` discards the
     parts. A stream that never fills one part is sent as a single PUT at completion.
+
+    Up to ``parts_in_flight`` parts are uploaded at once, in background threads, while the
+    writer goes on filling the next: a part's upload no longer stops the encoding (egress
+    and compaction waited for each in turn), and several connections carry one object, as
+    S3 recommends for large ones. Memory: at most ``parts_in_flight`` parts on their way
+    plus the one filling. A failed part fails the next :meth:`write` or :meth:`complete`.
     """
 
     def __init__(
@@ -57,6 +68,8 @@ class S3MultipartWriter(io.RawIOBase):
         key: str,
         part_size: int,
         extra_args: dict[str, str],
+        *,
+        parts_in_flight: int = PARTS_IN_FLIGHT,
     ) -> None:
         super().__init__()
         self._client = client
@@ -69,6 +82,10 @@ class S3MultipartWriter(io.RawIOBase):
         self._part_digests: list[bytes] = []
         self._upload_id: str | None = None
         self._written = 0
+        self._parts_in_flight = max(1, parts_in_flight)
+        self._sending: deque[Future[tuple[dict[str, Any], bytes]]] = deque()
+        """Parts on their way, oldest first (their numbers follow ``self._parts``)."""
+        self._pool: ThreadPoolExecutor | None = None
 
     def writable(self) -> bool:
         return True
@@ -86,27 +103,42 @@ class S3MultipartWriter(io.RawIOBase):
         return self._written
 
     def _upload_part(self, body: bytes) -> None:
-        with s3_errors("multipart upload", self._bucket, self._key):
-            if self._upload_id is None:
+        """Send ``body`` as the next part, once fewer than ``parts_in_flight`` are on
+        their way (waiting for the oldest, which raises if it failed)."""
+        if self._upload_id is None:
+            with s3_errors("multipart upload", self._bucket, self._key):
                 response = self._client.create_multipart_upload(
                     Bucket=self._bucket,
                     Key=self._key,
                     **self._extra,  # type: ignore[arg-type]
                 )
-                self._upload_id = response["UploadId"]
-            number = len(self._parts) + 1
-            digest = hashlib.md5(body, usedforsecurity=False).digest()
+            self._upload_id = response["UploadId"]
+            self._pool = ThreadPoolExecutor(self._parts_in_flight, thread_name_prefix="s3-part")
+        while len(self._sending) >= self._parts_in_flight:
+            self._receive_oldest()
+        assert self._pool is not None
+        number = len(self._parts) + len(self._sending) + 1
+        self._sending.append(self._pool.submit(self._send_part, self._upload_id, number, body))
+
+    def _send_part(self, upload_id: str, number: int, body: bytes) -> tuple[dict[str, Any], bytes]:
+        """One part (in a sending thread), with its MD5 for S3 to check."""
+        digest = hashlib.md5(body, usedforsecurity=False).digest()
+        with s3_errors("multipart upload", self._bucket, self._key):
             part = self._client.upload_part(
                 Bucket=self._bucket,
                 Key=self._key,
-                UploadId=self._upload_id,
+                UploadId=upload_id,
                 PartNumber=number,
                 Body=body,
                 ContentMD5=base64.b64encode(digest).decode(),
             )
-        self._parts.append({"PartNumber": number, "ETag": part["ETag"]})
-        self._part_digests.append(digest)
         crash_point(S3_MID_MULTIPART_UPLOAD)
+        return {"PartNumber": number, "ETag": part["ETag"]}, digest
+
+    def _receive_oldest(self) -> None:
+        part, digest = self._sending.popleft().result()
+        self._parts.append(part)
+        self._part_digests.append(digest)
 
     def complete(self) -> UploadedObject:
         """Make the object visible; returns what it holds."""
@@ -125,6 +157,9 @@ class S3MultipartWriter(io.RawIOBase):
         else:
             if self._buffer:
                 self._upload_part(bytes(self._buffer))
+            while self._sending:
+                self._receive_oldest()
+            self._stop_sending()
             with s3_errors("complete multipart upload", self._bucket, self._key):
                 self._client.complete_multipart_upload(
                     Bucket=self._bucket,
@@ -140,6 +175,7 @@ class S3MultipartWriter(io.RawIOBase):
     def abort(self) -> None:
         """Discard uploaded parts; the bucket's lifecycle rule is the backstop if this fails."""
         self._buffer = bytearray()
+        self._stop_sending()
         if self._upload_id is None:
             return
         try:
@@ -150,6 +186,14 @@ class S3MultipartWriter(io.RawIOBase):
             log.warning(
                 "could not abort multipart upload of s3://%s/%s: %s", self._bucket, self._key, exc
             )
+
+    def _stop_sending(self) -> None:
+        """Wait for the parts still on their way (an abort must come after them, or S3
+        may keep a part that arrives later) and end the sending threads."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        self._sending.clear()
 
 
 class S3RangedReader(io.RawIOBase):
