@@ -47,21 +47,38 @@ class ReadAhead(Generic[Item]):
         ahead, self._ahead = self._ahead, None
         if ahead is None:
             self._slots.acquire()
+        holds_slot = True
         try:
-            item = next(self._items, None) if ahead is None else ahead.result()
+            if ahead is None:
+                item = next(self._items, None)
+            else:
+                item = ahead.result()
+                holds_slot = item is not None  # the reading thread gave the end's slot back
             if item is not None and self._slots.acquire(blocking=False):
-                self._ahead = self._reader().submit(next, self._items, None)
+                self._ahead = self._reader().submit(self._read_ahead)
             yield item
         finally:
+            if holds_slot:
+                self._slots.release()
+
+    def _read_ahead(self) -> Item | None:
+        """The next item, in the reading thread. Finding the end holds nothing in memory:
+        its slot goes back at once, not when the caller next asks (its partition may be
+        committing meanwhile while another partition waits for a slot)."""
+        item = next(self._items, None)
+        if item is None:
             self._slots.release()
+        return item
 
     def close(self) -> None:
         """Wait for a read still running ahead, drop its item (or error) and its slot."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             try:
-                ahead.exception()  # waits; the error belongs to an item never handed out
-            finally:
+                holds_slot = ahead.result() is not None
+            except Exception:  # the error belongs to an item never handed out
+                holds_slot = True
+            if holds_slot:
                 self._slots.release()
         if self._pool is not None:
             self._pool.shutdown(wait=True)

@@ -132,3 +132,24 @@ def test_an_exception_in_the_block_returns_the_slot():
     with ReadAhead(iter(Source(2)), slots) as ahead, pytest.raises(RuntimeError), ahead.next():
         raise RuntimeError("produce failed")
     assert free_slots(slots, 1) == 1
+
+
+def test_reading_ahead_to_the_end_gives_its_slot_back_at_once():
+    """The end holds nothing in memory: while the caller still works on its last item,
+    only that item's slot is taken."""
+    source = Source(1)
+    slots = threading.BoundedSemaphore(2)
+    with ReadAhead(iter(source), slots) as ahead:
+        with ahead.next() as item:
+            assert item == 0
+            deadline = threading.Event()
+            for _ in range(100):  # the reading thread finds the end and returns its slot
+                if free_slots(slots, 2) == 1:
+                    break
+                deadline.wait(0.02)
+            assert free_slots(slots, 2) == 1
+        assert free_slots(slots, 2) == 2
+        with ahead.next() as item:
+            assert item is None
+        assert free_slots(slots, 2) == 2
+    assert free_slots(slots, 2) == 2
