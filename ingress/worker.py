@@ -329,7 +329,7 @@ class PartitionWorker(threading.Thread):
         while not self._stopping.is_set():
             self._apply_events(next_offset)
             if self._end is not None and next_offset >= self._end:
-                self.status.state = "done"
+                self._finish(next_offset)
                 return None
             step = self._cursor.step(next_offset, self._index)
             self._report_lag(next_offset)
@@ -343,7 +343,7 @@ class PartitionWorker(threading.Thread):
             else:
                 self.status.state = "caught-up"
                 if self.stop_at_end:
-                    self.status.state = "done"
+                    self._finish(next_offset)
                     return None
                 if idle_until is None:
                     idle_until = time.monotonic() + self.ingress.writer_idle_close
@@ -353,6 +353,17 @@ class PartitionWorker(threading.Thread):
                 if not self._wait_for_events(self.ingress.relist_interval, wake=give_way):
                     self._relist()  # nothing arrived: the periodic look for lost events
         return None
+
+    def _finish(self, next_offset: int) -> None:
+        """``--stop-at-end``: this partition is done; say where it stopped."""
+        self.status.state = "done"
+        self.log.info(
+            "%s done at source offset %d (the segments listed at its start cover offsets below %s)",
+            self.name,
+            next_offset,
+            self._end,
+            extra={"offset": next_offset},
+        )
 
     def _gives_writer_up(self, idle_until: float) -> bool:
         return self._writer_slots.wanted() or time.monotonic() >= idle_until

@@ -139,7 +139,9 @@ def test_offsets_lost_at_the_source_are_reported_and_replay_goes_on(
     assert metric(service, "replicator_ingress_lost_segments_total", 0) == 0
 
 
-def test_compacted_and_transactional_ranges_raise_no_lost_segment(local_stack, ingress_setup):
+def test_compacted_and_transactional_ranges_raise_no_lost_segment(
+    local_stack, ingress_setup, caplog
+):
     # Offsets without records (compacted away, transaction markers) are inside covered
     # ranges: nothing is late, nothing is lost.
     setup = ingress_setup(lost_segment_timeout="1s")
@@ -152,6 +154,9 @@ def test_compacted_and_transactional_ranges_raise_no_lost_segment(local_stack, i
     assert code == 0
     assert provenance_offsets(local_stack, setup, 0) == [*range(0, 30, 3), *range(40, 50)]
     assert metric(service, "replicator_ingress_late_segments_total", 0) == 0
+    done = [r.getMessage() for r in caplog.records if " done at source offset " in r.getMessage()]
+    assert len(done) == 1 and "done at source offset 50 " in done[0], done
+    assert "cover offsets below 50" in done[0]
 
 
 def test_a_corrupt_segment_halts_its_partition_naming_the_key(local_stack, ingress_setup, caplog):

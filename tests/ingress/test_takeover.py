@@ -124,7 +124,9 @@ def assert_exactly_once(local_stack, setup, segments: int = SEGMENTS) -> None:
                     f"{'every' if whole == expected else 'NOT every'} offset once in order "
                     f"(missing {missing_ranges(whole, expected)}); "
                     f"committed end {watermarks(bootstrap, setup.destination, partition)[1]}, "
-                    f"log end {log_end(local_stack, setup.destination, partition)}"
+                    f"log end {log_end(local_stack, setup.destination, partition)}; the last "
+                    f"checkpoint (committed or not) names source offset "
+                    f"{last_checkpoint(local_stack, setup, partition)} as the next to write"
                 )
             continue
         everything = read_partition(bootstrap, setup.destination, partition, "read_uncommitted")
