@@ -42,7 +42,7 @@ from replicator.core.segments.descriptor import read_descriptor
 from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.store import SegmentStore
 from replicator.core.signals import stop_on_signals
-from replicator.core.workers import WorkerPool, WriterSlots
+from replicator.core.workers import GroupShare, WorkerPool, WriterSlots
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class IngressService:
         self._partitions: dict[tuple[str, str], int] = {}
         self._synced_configs: dict[tuple[str, str], dict[str, str]] = {}
         self._owned_events: set[int] = set()
-        self._assigned_once = threading.Event()
+        self._share = GroupShare()
         self._stop = threading.Event()
         self._bridge: SqsBridge | None = None
         self._group_sync: threading.Thread | None = None
@@ -200,7 +200,7 @@ class IngressService:
                 log.error("destination of %s/%s: %s", source.region, source.topic, exc)
             except KafkaException as exc:
                 log.warning("Kafka of region %s: %s", self.region, exc.args[0].str())
-        if grew and self._assigned_once.is_set():
+        if grew and self._share.ever_assigned:
             self.workers.own(self._owned_sources(self._owned_events))
             self.metrics.owned.labels(self.region).set(len(self.workers))
             log.info("now owning %d source partitions", len(self.workers))
@@ -225,7 +225,7 @@ class IngressService:
         return bridge.heartbeat.check()
 
     def _assignment_check(self) -> CheckResult:
-        if not self._assigned_once.is_set():
+        if not self._share.ever_assigned:
             return CheckResult("partitions", False, "no assignment from the group yet")
         halted = len(self.workers.halted())
         owned = len(self.workers)
@@ -332,9 +332,7 @@ class IngressService:
         return replacement
 
     def _finished(self) -> bool:
-        if not self._assigned_once.is_set():
-            return False
-        return self.workers.finished()
+        return self._share.done(self.workers)
 
     def _owned_sources(self, events: set[int]) -> list[SourcePartition]:
         owned = []
@@ -351,7 +349,7 @@ class IngressService:
             self._refresh_topics()
         self.workers.own(self._owned_sources(self._owned_events))
         self.metrics.owned.labels(self.region).set(len(self.workers))
-        self._assigned_once.set()
+        self._share.assigned()
         log.info(
             "owning %d source partitions (events partitions %s)",
             len(self.workers),
@@ -359,8 +357,8 @@ class IngressService:
         )
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[Any]) -> None:
-        revoked = {p.partition for p in partitions}
-        self._owned_events -= revoked
+        self._share.revoked()
+        self._owned_events -= {p.partition for p in partitions}
         self.workers.own(self._owned_sources(self._owned_events))
         self.metrics.owned.labels(self.region).set(len(self.workers))
 

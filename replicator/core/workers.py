@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from replicator.core.kafka.provenance import SourcePartition
 
@@ -42,6 +42,43 @@ class Worker(Protocol):
 
 
 W = TypeVar("W", bound=Worker)
+
+
+class GroupShare:
+    """The share of a consumer group's partitions this member holds, as ``--stop-at-end``
+    must see it.
+
+    The services' consumers use the eager protocol: a rebalance revokes a member's whole
+    share before it assigns the new one, and between the two the member owns no worker.
+    Owning none then is not having finished: a member that took it for the end would
+    exit with its share half replayed and hand nothing over (the group gives its share to
+    the others only at the next rebalance, which its leaving starts after they have
+    ended too). So a member is done only while it holds an assignment and every worker
+    of that assignment is done; an assignment of nothing is a share with nothing to do.
+    """
+
+    def __init__(self) -> None:
+        self._assigned_once = threading.Event()
+        self._holding = threading.Event()
+
+    def assigned(self) -> None:
+        """The group gave this member its share (the assign callback ran)."""
+        self._holding.set()
+        self._assigned_once.set()
+
+    def revoked(self) -> None:
+        """The group took the share back; a new one follows when the rebalance ends."""
+        self._holding.clear()
+
+    @property
+    def ever_assigned(self) -> bool:
+        """Whether the group has given this member a share yet (for readiness, which must
+        not flicker at every rebalance)."""
+        return self._assigned_once.is_set()
+
+    def done(self, pool: WorkerPool[Any]) -> bool:
+        """``--stop-at-end``: every worker of a share this member holds now is done."""
+        return self._holding.is_set() and pool.finished()
 
 
 class WorkerPool(Generic[W]):

@@ -34,7 +34,7 @@ from replicator.core.kafka.topics import prepare_destination
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.malloc import tune_process_memory
 from replicator.core.signals import stop_on_signals
-from replicator.core.workers import WorkerPool
+from replicator.core.workers import GroupShare, WorkerPool
 from replicator.relay.failover import UpstreamState, backoff
 from replicator.relay.groups import group_sync
 from replicator.relay.health import UpstreamHealth
@@ -69,7 +69,7 @@ class RelayService:
         self._partitions: dict[str, int] = {}
         self._stop_offsets: dict[tuple[str, int], int] = {}
         self._owned_slots: set[int] = set()
-        self._assigned_once = threading.Event()
+        self._share = GroupShare()
         self._stop = threading.Event()
         self._loop_beat = Heartbeat("assignment-loop", self.relay.stall_timeout)
         self.probes = self._health_checks()
@@ -88,7 +88,7 @@ class RelayService:
         return probes
 
     def _readiness(self) -> CheckResult:
-        if not self._assigned_once.is_set():
+        if not self._share.ever_assigned:
             return CheckResult("partitions", False, "no assignment from the group yet")
         healthy = [name for name, s in self.health.states().items() if s.healthy]
         if not healthy:
@@ -226,7 +226,7 @@ class RelayService:
                     log.warning("assignment topic: %s", error.str())
                 self.workers.supervise()
                 self.metrics.ready_partitions.set(len(self.workers) - len(self.workers.halted()))
-                if self.stop_at_end and self._assigned_once.is_set() and self.workers.finished():
+                if self.stop_at_end and self._share.done(self.workers):
                     break
         finally:
             halted = self.workers.halted()
@@ -249,12 +249,13 @@ class RelayService:
         self._owned_slots |= {p.partition for p in partitions}
         self.workers.own(self._owned_sources())
         self.metrics.owned.set(len(self.workers))
-        self._assigned_once.set()
+        self._share.assigned()
         log.info(
             "relaying %d source partitions (slots %s)", len(self.workers), sorted(self._owned_slots)
         )
 
     def _on_revoke(self, _consumer: Consumer, partitions: list[Any]) -> None:
+        self._share.revoked()
         self._owned_slots -= {p.partition for p in partitions}
         self.workers.own(self._owned_sources())
         self.metrics.owned.set(len(self.workers))

@@ -1,5 +1,7 @@
 """The worker pool: owned partitions get a worker, others lose theirs, failed workers come
-back after the pause, halted ones do not."""
+back after the pause, halted ones do not. A member's share of the group is done only
+while it holds one: between a revoke and the next assignment it owns nothing, and has
+finished nothing."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from replicator.core.kafka.provenance import SourcePartition
-from replicator.core.workers import WorkerPool
+from replicator.core.workers import GroupShare, WorkerPool
 
 
 @dataclass
@@ -80,3 +82,33 @@ def test_failed_workers_restart_after_the_pause_and_halted_ones_stay():
     assert pool.finished()
     pool.stop()
     assert len(pool) == 0
+
+
+def test_a_share_is_done_only_while_held_and_every_worker_of_it_is_done():
+    made: list[FakeWorker] = []
+    pool = WorkerPool(maker(made))
+    share = GroupShare()
+    assert not share.done(pool) and not share.ever_assigned  # no share yet
+    pool.own(sources(0, 1))
+    share.assigned()
+    assert share.ever_assigned and not share.done(pool)
+    made[0].end("done")
+    assert not share.done(pool)
+    # A rebalance: the whole share revoked, its workers stopped; owning nothing now is
+    # not having finished.
+    share.revoked()
+    pool.own([])
+    assert not share.done(pool) and share.ever_assigned
+    # The new share: one of the old partitions, resumed by a new worker.
+    pool.own(sources(1))
+    share.assigned()
+    assert not share.done(pool)
+    made[-1].end("halted", "lost segment")
+    assert share.done(pool)
+
+
+def test_an_assignment_of_nothing_is_a_share_with_nothing_to_do():
+    pool = WorkerPool(maker([]))
+    share = GroupShare()
+    share.assigned()
+    assert share.done(pool)

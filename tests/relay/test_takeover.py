@@ -1,6 +1,7 @@
 """Two relay instances share the partitions; one is killed with SIGKILL while records are
 still arriving, the other takes its partitions over, and the destination holds every
-source record exactly once, in order."""
+source record exactly once, in order. A ``--stop-at-end`` run goes through a rebalance
+(a member joining and leaving) without taking the moment it owns nothing for its end."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import signal
 import threading
 import time
 
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import OffsetSpec
 
 from replicator.core.kafka import provenance
 from tests.fixtures.egress import finish_bursts
+from tests.fixtures.groups import join_and_leave
 from tests.fixtures.independent import read_partition
 from tests.fixtures.relay import create_topic, record_counts, start_relay
 from tests.fixtures.stack import DESTINATION, SOURCE
@@ -81,3 +84,58 @@ def test_a_killed_instance_is_taken_over_and_nothing_is_lost_or_doubled(
             f"partition {partition}: {len(offsets)} records, "
             f"{len(offsets) - len(set(offsets))} duplicates"
         )
+
+
+def relayed_so_far(local_stack, topic: str) -> int:
+    """The destination's log ends (records and transaction markers): cheaper than
+    reading it."""
+    admin = local_stack.admin(DESTINATION)
+    spec = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(PARTITIONS)}
+    try:
+        return sum(f.result(timeout=10).offset for f in admin.list_offsets(spec).values())
+    except Exception:  # the topic is not there yet
+        return 0
+
+
+def test_a_rebalance_during_a_stop_at_end_run_does_not_end_it_early(
+    local_stack, relay_setup, tmp_path
+):
+    records = 200_000
+    # 50,000 records per partition at 10,000 a second: the relay's share after the first
+    # rebalance cannot be done before the joining member has left.
+    setup = relay_setup(
+        topic_options='filters = [{ plugin = "tests.fixtures.filter_plugins:paced",'
+        " config = { records_per_second = 10000 } }]"
+    )
+    create_topic(local_stack.bootstrap(SOURCE), setup.source, PARTITIONS)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE), "linger.ms": 20})
+    for i in range(records):
+        producer.produce(setup.source, key=b"%d" % i, value=b"v%d" % i, partition=i % 4)
+        if i % 50_000 == 0:
+            producer.flush(30)
+    finish_bursts(producer, setup.source, range(PARTITIONS))
+    log = tmp_path / "relay.log"
+    relay = start_relay(setup, log, "--stop-at-end")
+    try:
+        deadline = time.monotonic() + 90
+        while relayed_so_far(local_stack, setup.destination) == 0:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            assert relay.poll() is None, log.read_text()[-3000:]
+            time.sleep(0.2)
+        join_and_leave(
+            local_stack.bootstrap(DESTINATION),
+            setup.group,
+            setup.config.relay.assignment_topic,
+            lambda: relay.poll() is None,
+        )
+        assert relayed_so_far(local_stack, setup.destination) < records, (
+            "the relay ended before the rebalance: the test showed nothing"
+        )
+        assert relay.wait(240) == 0, log.read_text()[-3000:]
+    finally:
+        if relay.poll() is None:
+            os.killpg(relay.pid, signal.SIGKILL)
+            relay.wait(10)
+    assert counts(local_stack, DESTINATION, setup.destination) == counts(
+        local_stack, SOURCE, setup.source
+    ), log.read_text()[-3000:]

@@ -1,0 +1,58 @@
+"""``replicator ingress --stop-at-end`` through a rebalance: a group rebalance revokes a
+member's whole share before it assigns the new one, and a member that took owning
+nothing for having finished exited mid-replay with status 0, leaving its partitions
+half replayed (found as a kill -9 test whose second instance stopped at a segment
+boundary). Here another member joins the segment-events group while the instance
+replays and leaves as soon as it has its share: two rebalances, and the instance must
+still replay every record before it exits."""
+
+from __future__ import annotations
+
+from tests.fixtures.groups import join_and_leave
+from tests.fixtures.stack import DESTINATION
+from tests.ingress.test_processes import replay_started, start
+from tests.ingress.test_takeover import (
+    PARTITIONS,
+    PER_SEGMENT,
+    SEGMENTS,
+    assert_exactly_once,
+    fill,
+    log_end,
+    wait_until,
+)
+
+
+def test_a_rebalance_during_a_stop_at_end_run_does_not_end_it_early(
+    local_stack, ingress_setup, tmp_path
+):
+    segments = 5 * SEGMENTS
+    # 60,000 records per partition at 15,000 a second: the instance's share after the
+    # first rebalance cannot be done before the joining member has left.
+    setup = ingress_setup(
+        'filters = [{ plugin = "tests.fixtures.filter_plugins:paced",'
+        " config = { records_per_second = 15000 } }]\n"
+    )
+    fill(setup, segments)
+    log = tmp_path / "ingress.log"
+    instance = start(setup, log, "--stop-at-end")
+    try:
+        wait_until(lambda: replay_started(local_stack, setup), 120, "replay to start", [log])
+        ingress = setup.config.ingress
+        join_and_leave(
+            local_stack.bootstrap(DESTINATION),
+            ingress.group_id,
+            ingress.segment_events_topic,
+            lambda: instance.poll() is None,
+        )
+        # The log ends count transaction markers too: below the records' count, the
+        # replay was still under way when the joining member had its share.
+        ends = sum(log_end(local_stack, setup.destination, p) for p in range(PARTITIONS))
+        assert ends < PARTITIONS * segments * PER_SEGMENT, (
+            "the replay ended before the rebalance: the test showed nothing"
+        )
+        assert instance.wait(240) == 0, log.read_text()[-3000:]
+    finally:
+        if instance.poll() is None:
+            instance.kill()
+            instance.wait(10)
+    assert_exactly_once(local_stack, setup, segments)
