@@ -185,9 +185,10 @@ def stage_times(
     """Per segment, the seconds of each stage after its range closed: the micro-batch
     (planned to committed in Spark's log, the upload included), to its copy in the
     destination bucket (the S3 event's time), to its segment event in the events topic,
-    to its last record readable in the destination; and all of them together. The
-    warm-up's segments (offset 0, one per partition, while the workers start) are left
-    out."""
+    to its last record readable in the destination; all of them together; and those the
+    product runs (all but the copy, which S3 replication makes on AWS and a local
+    stand-in here). The warm-up's segments (offset 0, one per partition, while the
+    workers start) are left out."""
     batches = egress_batches(checkpoint)
     stages: dict[str, list[float]] = {
         "batch": [],
@@ -195,6 +196,7 @@ def stage_times(
         "notification": [],
         "replay": [],
         "total": [],
+        "product": [],
     }
     for s3_key, (event, produced) in events.items():
         segment = SegmentKey.from_s3_key(s3_key, "data")
@@ -208,6 +210,7 @@ def stage_times(
         stages["notification"].append(produced - copied)
         stages["replay"].append(done - produced)
         stages["total"].append(done - batch.planned)
+        stages["product"].append(done - batch.planned - (copied - batch.committed))
     return stages
 
 

@@ -234,6 +234,15 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                     1,
                 )
             )
+        if "product" in stages:
+            found.append(
+                _limit_figure(
+                    "  the product's stages (all but the copy between buckets) p99",
+                    "s",
+                    stages["product"]["p99_seconds"],
+                    1,
+                )
+            )
         for stage, label in LATENCY_STAGES.items():
             if stage in stages:
                 p99 = stages[stage]["p99_seconds"]

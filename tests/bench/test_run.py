@@ -23,6 +23,7 @@ def test_figures_are_judged_against_their_same_run_baselines_and_limits():
             "after_close": {
                 "total": {"p50_seconds": 0.9, "p99_seconds": 1.4},
                 "batch": {"p50_seconds": 0.5, "p99_seconds": 0.9},
+                "product": {"p50_seconds": 0.6, "p99_seconds": 0.95},
             },
         },
         "upload": {
@@ -42,6 +43,7 @@ def test_figures_are_judged_against_their_same_run_baselines_and_limits():
     assert by_name["end-to-end latency p99"].met and by_name["end-to-end latency p99"].ratio is None
     assert not by_name["latency after a segment closes p99"].met  # 1.4 s > 1 s
     assert by_name["  of which egress's micro-batch p99"].project == 0.9
+    assert by_name["  the product's stages (all but the copy between buckets) p99"].met
     upload = by_name[
         "S3 upload of 64 MiB, 0.1 s added per request, 4 parts in flight (baseline: one at a time)"
     ]

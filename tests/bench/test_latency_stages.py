@@ -1,0 +1,51 @@
+"""bench.latency's per-segment stages, from a Spark checkpoint written as Spark writes it:
+each stage is the time between two moments of the segment, and the product's stages are
+all of them but the copy between buckets (S3 replication's on AWS)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from bench.latency import stage_times
+from ingress.segment_events import CREATED, SegmentEvent
+from replicator.core.segments.key import SegmentKey
+
+PLANNED, COMMITTED, COPIED, EVENT, READABLE = 100.0, 100.6, 101.1, 101.12, 101.3
+
+
+def spark_checkpoint(root: Path, batch: int, planned: float, committed: float, ends) -> Path:
+    checkpoint = root / "checkpoint"
+    (checkpoint / "offsets").mkdir(parents=True, exist_ok=True)
+    (checkpoint / "commits").mkdir(exist_ok=True)
+    metadata = {"batchTimestampMs": int(planned * 1000)}
+    offsets = {"offsets": {"bench": {str(p): end for p, end in ends.items()}}}
+    lines = ["v1", json.dumps(metadata), json.dumps(offsets)]
+    (checkpoint / "offsets" / str(batch)).write_text("\n".join(lines))
+    commit = checkpoint / "commits" / str(batch)
+    commit.write_text("v1\n{}")
+    os.utime(commit, (committed, committed))
+    return checkpoint
+
+
+def test_each_stage_is_the_time_between_two_moments_of_the_segment(tmp_path):
+    checkpoint = spark_checkpoint(tmp_path, 3, PLANNED, COMMITTED, {0: 2000})
+    segment = SegmentKey("us-east-1", "bench", 0, 0, 1000, 1999)
+    s3_key = segment.to_s3_key("data")
+    stamp = "1970-01-01T00:01:41.100000Z"  # COPIED
+    events = {s3_key: (SegmentEvent(CREATED, s3_key, 10, stamp), EVENT)}
+    stages = stage_times(checkpoint, {(0, 1999): READABLE}, events)
+    expected = {
+        "batch": COMMITTED - PLANNED,
+        "to_destination_bucket": COPIED - COMMITTED,
+        "notification": EVENT - COPIED,
+        "replay": READABLE - EVENT,
+        "total": READABLE - PLANNED,
+        "product": (READABLE - PLANNED) - (COPIED - COMMITTED),
+    }
+    assert {name: times for name, times in stages.items()} == {
+        name: [pytest.approx(value, abs=1e-6)] for name, value in expected.items()
+    }
