@@ -185,10 +185,11 @@ def stage_times(
     """Per segment, the seconds of each stage after its range closed: the micro-batch
     (planned to committed in Spark's log, the upload included), to its copy in the
     destination bucket (the S3 event's time), to its segment event in the events topic,
-    to its last record readable in the destination; all of them together; and those the
-    product runs (all but the copy, which S3 replication makes on AWS and a local
-    stand-in here). The warm-up's segments (offset 0, one per partition, while the
-    workers start) are left out."""
+    to its last record readable in the destination; all of them together; and at most
+    those the product runs (all but the copy, which S3 replication makes on AWS and a
+    local stand-in here; counted from Spark's commit, which the copy may precede). The
+    warm-up's segments (offset 0, one per partition, while the workers start) are left
+    out."""
     batches = egress_batches(checkpoint)
     stages: dict[str, list[float]] = {
         "batch": [],
@@ -210,7 +211,9 @@ def stage_times(
         stages["notification"].append(produced - copied)
         stages["replay"].append(done - produced)
         stages["total"].append(done - batch.planned)
-        stages["product"].append(done - batch.planned - (copied - batch.committed))
+        # The copy may start before Spark's commit (segments are uploaded before it):
+        # then it hid inside the batch and nothing is taken off. An upper bound.
+        stages["product"].append(done - batch.planned - max(0.0, copied - batch.committed))
     return stages
 
 

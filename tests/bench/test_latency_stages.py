@@ -1,6 +1,7 @@
 """bench.latency's per-segment stages, from a Spark checkpoint written as Spark writes it:
 each stage is the time between two moments of the segment, and the product's stages are
-all of them but the copy between buckets (S3 replication's on AWS)."""
+all of them but the copy between buckets (S3 replication's on AWS), or all of them when
+the copy ended before Spark's commit (it then hid inside the batch)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,14 @@ def test_each_stage_is_the_time_between_two_moments_of_the_segment(tmp_path):
     assert {name: times for name, times in stages.items()} == {
         name: [pytest.approx(value, abs=1e-6)] for name, value in expected.items()
     }
+
+
+def test_a_copy_before_sparks_commit_is_not_taken_off_the_products_time(tmp_path):
+    checkpoint = spark_checkpoint(tmp_path, 3, PLANNED, COMMITTED, {0: 2000})
+    segment = SegmentKey("us-east-1", "bench", 0, 0, 1000, 1999)
+    s3_key = segment.to_s3_key("data")
+    stamp = "1970-01-01T00:01:40.500000Z"  # copied at 100.5, before the commit at 100.6
+    events = {s3_key: (SegmentEvent(CREATED, s3_key, 10, stamp), EVENT)}
+    stages = stage_times(checkpoint, {(0, 1999): READABLE}, events)
+    assert stages["to_destination_bucket"] == [pytest.approx(-0.1, abs=1e-6)]
+    assert stages["product"] == stages["total"] == [pytest.approx(READABLE - PLANNED, abs=1e-6)]
