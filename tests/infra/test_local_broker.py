@@ -7,23 +7,17 @@ fails this test, and the README's account of hanging transactions is due for a c
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.fixtures.independent import watermarks
 from tests.fixtures.stack import DESTINATION
+from tests.ingress.test_takeover import log_end
 
 
-def committed_and_log_end(bootstrap: str, topic: str) -> tuple[int, int]:
-    ends = []
-    for isolation in ("read_committed", "read_uncommitted"):
-        reader = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": isolation}
-        )
-        try:
-            ends.append(reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1])
-        finally:
-            reader.close()
-    return ends[0], ends[1]
+def committed_and_log_end(local_stack, topic: str) -> tuple[int, int]:
+    bootstrap = local_stack.bootstrap(DESTINATION)
+    return watermarks(bootstrap, topic, 0)[1], log_end(local_stack, topic, 0)
 
 
 def test_a_commit_is_held_while_an_overlapping_transaction_is_open(local_stack, unique):
@@ -48,14 +42,14 @@ def test_a_commit_is_held_while_an_overlapping_transaction_is_open(local_stack, 
     first.produce(shared, b"first's checkpoint", partition=0)
     first.flush(10)
     first.commit_transaction(30)  # answered as done
-    assert committed_and_log_end(bootstrap, records) == (0, 2)  # held: record and marker
+    assert committed_and_log_end(local_stack, records) == (0, 2)  # held: record and marker
 
     successor = producer(first_id)  # as a new owner after a kill: still held
-    assert committed_and_log_end(bootstrap, records) == (0, 2)
+    assert committed_and_log_end(local_stack, records) == (0, 2)
 
     successor.begin_transaction()
     successor.produce(records, b"the next record", partition=0)
     successor.flush(10)
     successor.commit_transaction(30)  # overlaps the held one in its partition
-    assert committed_and_log_end(bootstrap, records) == (4, 4)
+    assert committed_and_log_end(local_stack, records) == (4, 4)
     other.abort_transaction(30)
