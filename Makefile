@@ -1,13 +1,22 @@
 # The README's contract: `make demo` and `make test`
-# work on a fresh machine with Python 3.11+ and Java 17+.
+# work on a fresh machine with Python 3.11+, Java 17+ and Maven 3.8+.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= config.example.toml
 
+# The local stack's Apache Kafka broker (version pinned in infra/broker.py), fetched from
+# Maven Central once into the checkout; tests never download it.
+KAFKA_VERSION := $(shell sed -n 's/^KAFKA_VERSION = "\(.*\)"/\1/p' infra/broker.py)
+KAFKA := .kafka/$(KAFKA_VERSION)
+
 .PHONY: setup test unit lint demo chaos bench stack-up stack-down stack-status clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(KAFKA)/.fetched
+
+$(KAFKA)/.fetched: infra/kafka/pom.xml | $(VENV)/.installed
+	@command -v mvn >/dev/null || { echo "Maven 3.8+ is required to fetch the Kafka broker (mvn not found on PATH)"; exit 1; }
+	$(BIN)/python -m infra.broker fetch
 
 # Reinstalls only when pyproject.toml changes, so a second `make setup` is instant.
 $(VENV)/.installed: pyproject.toml
@@ -68,4 +77,4 @@ stack-status: setup
 	$(BIN)/replicator stack status --config $(CONFIG)
 
 clean:
-	rm -rf $(VENV) .replicator .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .kafka .replicator .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -53,7 +53,8 @@ from infra.drill import (
 )
 from infra.errors import DrillFailedError
 from infra.local_config import local_regions, running_stack
-from infra.stack import Stack, StackSpec, free_port
+from infra.ports import free_port
+from infra.stack import Stack, StackSpec
 from replicator.core.aws.clients import sqs_client
 from replicator.core.config import Config, required
 from replicator.core.segments.store import SegmentStore

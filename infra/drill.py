@@ -47,7 +47,7 @@ from infra.drill_report import (
 )
 from infra.errors import DrillFailedError
 from infra.local_config import local_regions, running_stack
-from infra.stack import free_port
+from infra.ports import free_port
 from replicator.core.aws.clients import s3_client
 from replicator.core.config import Config, required
 from replicator.core.groups.stored import read_group_offsets
@@ -162,8 +162,6 @@ class Workload:
     Accounts: keys from a pool of 5,000 so keys repeat (a compacted topic), every 8th
     record a tombstone (null value) and every 50th an empty value, which must stay
     different. Clicks: no key, three headers, one of them sometimes with a null value.
-    Each partition ends with a single-record batch so that its log end is exact even on a
-    broker that reports the last batch's base offset as its high watermark.
     """
 
     def __init__(self, bootstrap: str, options: DrillOptions) -> None:
@@ -208,16 +206,6 @@ class Workload:
                 if ahead > 0:
                     time.sleep(ahead)
         _require_flushed(producer, 60)
-        for topic in TOPICS:
-            for partition in range(self.options.partitions):
-                producer.produce(
-                    topic,
-                    key=b"drill-end",
-                    value=b"end of drill workload",
-                    partition=partition,
-                    headers=[("drill", b"end")],
-                )
-                _require_flushed(producer, 30)
 
 
 def _account(rng: random.Random, i: int) -> dict[str, Any]:

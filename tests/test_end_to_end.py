@@ -14,7 +14,7 @@ from egress.job import EgressJob
 from ingress.service import IngressService
 from replicator.core.config import load_config
 from replicator.core.kafka import provenance
-from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import read_partition
 from tests.fixtures.records import produce_every_shape
 from tests.fixtures.stack import DESTINATION, SOURCE
@@ -55,7 +55,7 @@ first_segment_delay = "0s"
     create_topic(local_stack, topic, PARTITIONS, **{"cleanup.policy": "compact"})
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
     produce_every_shape(producer, topic, PARTITIONS, 12, lambda _r, n: 1_700_000_000_000 + n)
-    finish_bursts(producer, topic, range(PARTITIONS))
+    producer.flush(30)
 
     EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
 

@@ -27,6 +27,7 @@ heartbeat.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -97,9 +98,18 @@ _watch: FreezeWatch | None = None
 _watch_lock = threading.Lock()
 
 
-def process_freeze_watch() -> FreezeWatch:
-    """The process's watch, started on first use."""
+FREEZE_WATCH_ENV = "REPLICATOR_FREEZE_WATCH"
+"""``off`` runs the writers without this watch, so that a test can show what the broker's
+fencing covers on its own (``tests/ingress/test_zombie.py``, ``tests/relay/test_zombie.py``).
+Never needed in production: the watch costs one lock and one clock read per transaction."""
+
+
+def process_freeze_watch() -> FreezeWatch | None:
+    """The process's watch, started on first use; None with ``REPLICATOR_FREEZE_WATCH=off``."""
     global _watch
+    if os.environ.get(FREEZE_WATCH_ENV, "").lower() == "off":
+        log.warning("%s=off: writers do not check for freezes of this process", FREEZE_WATCH_ENV)
+        return None
     with _watch_lock:
         if _watch is None:
             _watch = FreezeWatch()

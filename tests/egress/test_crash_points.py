@@ -23,7 +23,7 @@ from replicator.core.faults import (
     S3_MID_MULTIPART_UPLOAD,
     marker,
 )
-from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import assert_tiles, read_partition, s3_segments
 from tests.fixtures.spark import kill_group
 from tests.fixtures.stack import SOURCE
@@ -64,7 +64,7 @@ def produce(bootstrap: str, topic: str, count: int, value_size: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for i in range(count):
         producer.produce(topic, key=b"%d" % i, value=os.urandom(value_size), partition=i % 2)
-    finish_bursts(producer, topic, range(PARTITIONS))
+    producer.flush(30)
 
 
 def assert_exported_exactly(local_stack, config, topic: str) -> None:

@@ -12,7 +12,6 @@ from egress.job import EgressJob
 from tests.fixtures.egress import (
     PARTITIONS,
     create_topic,
-    finish_bursts,
     segment_count,
     start_egress,
 )
@@ -46,7 +45,7 @@ def test_kill_9_at_three_moments_leaves_each_record_exactly_once(
                 i += 1
             producer.poll(0)
             time.sleep(0.1)  # ~80 records/s
-        finish_bursts(producer, topic, range(PARTITIONS))
+        producer.flush(30)
 
     producer_thread = threading.Thread(target=produce)
     producer_thread.start()

@@ -7,7 +7,7 @@ from confluent_kafka import Producer
 
 from egress.driver_state import DriverState
 from egress.job import EgressJob
-from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import assert_tiles, read_partition, s3_segments, watermarks
 from tests.fixtures.records import produce_every_shape as produce_shapes
 from tests.fixtures.stack import SOURCE
@@ -54,7 +54,7 @@ def test_segments_tile_each_partition_and_hold_exactly_the_committed_records(
     produce_every_shape(bootstrap, topic, rounds=20)
     produce_transactions(bootstrap, topic, transactions=4, transactional_id=unique("tx"))
     produce_every_shape(bootstrap, topic, rounds=5)
-    finish_bursts(Producer({"bootstrap.servers": bootstrap}), topic, range(PARTITIONS))
+
     config, _ = egress_config({topic: {"max_segment_messages": 75}})
 
     run_to_end(config, spark)
@@ -85,7 +85,7 @@ def test_descriptor_statistics_and_group_offsets_are_published(
     producer = Producer({"bootstrap.servers": bootstrap})
     for i in range(40):
         producer.produce(topic, key=b"k%d" % i, value=b"v" * 10, partition=i % 2)
-    finish_bursts(producer, topic, [0, 1])
+    producer.flush(30)
     config, _ = egress_config({topic: {}})
 
     run_to_end(config, spark)
@@ -116,7 +116,7 @@ def test_descriptor_statistics_and_group_offsets_are_published(
     s3.delete_object(Bucket=config.bucket(SOURCE), Key=first[0].s3_key)
     for i in range(4):
         producer.produce(topic, key=b"n%d" % i, value=b"v", partition=i % 2)
-    finish_bursts(producer, topic, [0, 1])
+    producer.flush(30)
     run_to_end(config, spark)
     again = json.loads(
         s3.get_object(Bucket=config.bucket(SOURCE), Key=f"data/{SOURCE}/{topic}/_topic.json")[

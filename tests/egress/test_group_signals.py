@@ -12,7 +12,7 @@ import time
 import pytest
 from confluent_kafka import Producer
 
-from tests.fixtures.egress import create_topic, finish_bursts, segment_count, start_egress
+from tests.fixtures.egress import create_topic, segment_count, start_egress
 from tests.fixtures.spark import kill_group
 from tests.fixtures.stack import SOURCE
 
@@ -30,7 +30,7 @@ def test_a_signal_to_the_process_group_stops_egress_cleanly(
     try:
         for i in range(50):
             producer.produce(topic, value=b"v%d" % i, partition=0)
-        finish_bursts(producer, topic, [0])
+        producer.flush(30)
         deadline = time.monotonic() + 120
         while segment_count(local_stack, config, topic) == 0:
             assert process.poll() is None, log.read_text()[-3000:]

@@ -13,7 +13,7 @@ from egress.errors import EgressFailedError
 from egress.job import EgressJob
 from egress.metrics import EgressMetrics
 from replicator.core.segments.key import topic_descriptor_s3_key
-from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import assert_tiles, read_partition, s3_segments
 from tests.fixtures.stack import SOURCE
 
@@ -24,7 +24,7 @@ def produce(stack, topic, count, partitions=(0, 1)):
         producer.produce(
             topic, key=b"%d" % i, value=b"value-%d" % i, partition=partitions[i % len(partitions)]
         )
-    finish_bursts(producer, topic, partitions)
+    producer.flush(30)
 
 
 def run(config, spark):

@@ -15,7 +15,7 @@ from egress.generations import TopicGenerations
 from egress.job import EgressJob
 from replicator.core.segments.descriptor import recorded_topic_id, recreated
 from replicator.core.segments.key import topic_descriptor_s3_key
-from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.egress import create_topic
 from tests.fixtures.stack import SOURCE
 
 
@@ -23,7 +23,7 @@ def produce(local_stack, topic: str, count: int) -> None:
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
     for i in range(count):
         producer.produce(topic, value=b"v%d" % i, partition=0)
-    finish_bursts(producer, topic, [0])
+    producer.flush(30)
 
 
 def covered(local_stack, config, topic) -> list[tuple[int, int]]:

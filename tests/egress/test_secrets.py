@@ -19,7 +19,7 @@ from egress.spark_options import CONFIG_OPTION, config_to_option
 from replicator.core.config import load_config
 from replicator.core.errors import ConfigError
 from replicator.core.spark import config_from_json, config_to_json
-from tests.fixtures.egress import create_topic, egress_toml, finish_bursts, start_egress
+from tests.fixtures.egress import create_topic, egress_toml, start_egress
 from tests.fixtures.stack import SOURCE
 
 SECRET_VARIABLE = "REPLICATOR_TEST_S3_SECRET"
@@ -62,7 +62,7 @@ def test_no_secret_in_plans_event_logs_checkpoints_or_logs_of_an_egress_run(
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
     for i in range(50):
         producer.produce(topic, value=b"v%d" % i, partition=i % 2)
-    finish_bursts(producer, topic, [0, 1])
+    producer.flush(30)
     path = tmp_path / "egress.toml"
     path.write_text(with_secret_reference(egress_toml(local_stack, bucket, tmp_path, {topic: {}})))
     conf_dir, events = tmp_path / "spark-conf", tmp_path / "events"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from confluent_kafka import Producer
 
-from tests.fixtures.egress import PARTITIONS, create_topic, finish_bursts, start_egress
+from tests.fixtures.egress import PARTITIONS, create_topic, start_egress
 from tests.fixtures.independent import assert_tiles, read_partition, s3_segments
 from tests.fixtures.spark import kill_group
 from tests.fixtures.stack import SOURCE
@@ -18,7 +18,7 @@ def test_egress_runs_on_a_standalone_cluster(
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
     for i in range(400):
         producer.produce(topic, key=b"%d" % i, value=b"v%d" % i, partition=i % PARTITIONS)
-    finish_bursts(producer, topic, range(PARTITIONS))
+    producer.flush(30)
     config, config_path = egress_config({topic: {"max_segment_messages": 60}})
     log = tmp_path / "egress.log"
     process = start_egress(config_path, log, "--stop-at-end", "--master", standalone_cluster)
@@ -44,7 +44,7 @@ def test_executors_without_the_drivers_python_are_reported_as_such(
     topic = unique("nopython")
     create_topic(local_stack, topic, 1)
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
-    finish_bursts(producer, topic, [0])
+    producer.flush(30)
     _, config_path = egress_config({topic: {}})
     config_path.write_text(config_path.read_text() + '[spark]\nexecutor_python = "python3.99"\n')
     log = tmp_path / "egress.log"

@@ -8,7 +8,7 @@ import time
 from confluent_kafka import Producer
 
 from egress.job import EgressJob
-from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import assert_tiles, s3_segments, watermarks
 from tests.fixtures.stack import SOURCE
 
@@ -23,9 +23,9 @@ def test_count_closes_segments_of_exactly_max_messages_offsets(
     topic = unique("count")
     create_topic(local_stack, topic, 1)
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
-    for i in range(349):
+    for i in range(350):
         producer.produce(topic, value=b"%d" % i, partition=0)
-    finish_bursts(producer, topic, [0])  # 350 offsets
+    producer.flush(30)
     config, _ = egress_config({topic: {"max_segment_messages": 100}})
     EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
     ranges = [(s.start, s.end) for s in _segments(local_stack, config, topic)[0]]
@@ -38,9 +38,9 @@ def test_bytes_close_a_segment_with_the_record_that_reaches_max_bytes(
     topic = unique("bytes")
     create_topic(local_stack, topic, 1)
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
-    for i in range(99):
+    for i in range(100):
         producer.produce(topic, key=b"%04d" % i, value=b"x" * 996, partition=0)  # 1000 bytes
-    finish_bursts(producer, topic, [0])
+    producer.flush(30)
     config, _ = egress_config({topic: {"max_segment_bytes": "10KiB"}})
     EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
     segments = _segments(local_stack, config, topic)[0]

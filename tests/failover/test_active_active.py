@@ -15,7 +15,6 @@ from egress.job import EgressJob
 from infra.replication import BucketReplicator
 from ingress.service import IngressService
 from replicator.core.config import Config, load_config
-from tests.fixtures.egress import finish_bursts
 from tests.fixtures.independent import read_partition
 from tests.fixtures.relay import create_topic
 from tests.fixtures.stack import DESTINATION, SOURCE
@@ -66,7 +65,7 @@ def produce(bootstrap: str, topic: str, tag: bytes, count: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap})
     for n in range(count):
         producer.produce(topic, key=tag + b"%d" % n, value=tag, partition=n % PARTITIONS)
-    finish_bursts(producer, topic, range(PARTITIONS))
+    producer.flush(30)
 
 
 def values(bootstrap: str, topic: str) -> Counter:

@@ -21,7 +21,7 @@ from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
 from replicator.relay.groups import group_sync as relay_group_sync
 from replicator.relay.service import RelayService
-from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import read_partition, watermarks
 from tests.fixtures.relay import create_topic as create_relay_topic
 from tests.fixtures.stack import DESTINATION, SOURCE
@@ -49,7 +49,7 @@ def produce_with_a_transaction(bootstrap: str, topic: str, unique) -> int:
     for n in range(3):
         transactional.produce(topic, key=b"tx%d" % n, value=b"tx", partition=1)
     transactional.commit_transaction(30)
-    finish_bursts(producer, topic, range(PARTITIONS))
+    producer.flush(30)
     offsets = [r[0] for r in read_partition(bootstrap, topic, 1)]
     holes = sorted(set(range(offsets[0], offsets[-1])) - set(offsets))
     assert holes, f"no offset without a record in {offsets}"

@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from compaction.job import RunReport, export
 from infra.deploy_checks import used_metric_names
-from infra.stack import free_port
+from infra.ports import free_port
 from ingress.service import IngressService
 from replicator.core.config import parse_config
 from replicator.relay.service import RelayService

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import threading
 
-from confluent_kafka.admin import ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    ConfigResource,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from ingress.service import IngressService
 from replicator.core.kafka.topics import destination_configs
@@ -26,13 +33,12 @@ def destination_configs_now(local_stack, topic: str) -> dict[str, str]:
     return {name: entry.value for name, entry in described.items()}
 
 
+CENTURY_MS = str(100 * 365 * 86_400_000)
+
+
 def test_partitions_added_while_running_are_replayed_and_configs_follow(local_stack, ingress_setup):
     setup = ingress_setup()
     fast_refresh(setup)
-    # A destination with room for six partitions (this broker cannot add partitions, see
-    # the next test): the source has four.
-    admin = local_stack.admin(DESTINATION)
-    admin.create_topics([NewTopic(setup.destination, 6)])[setup.destination].result(timeout=30)
     setup.put_descriptor(4, {"retention.ms": "86400000"}, export_start={p: 0 for p in range(4)})
     for partition in range(4):
         setup.put_segment(partition, 0, 9, segment_batch(0, 10))
@@ -44,8 +50,9 @@ def test_partitions_added_while_running_are_replayed_and_configs_follow(local_st
             lambda: all(len(provenance_offsets(local_stack, setup, p)) == 10 for p in range(4)),
             "the first four partitions were not replayed",
         )
-        # The source grows to six partitions and its retention changes.
-        configs = {"retention.ms": "3600000", "message.timestamp.type": "LogAppendTime"}
+        # The source grows to six partitions and its retention changes (to a century: the
+        # records are stamped in 2023, and the broker applies retention to their stamps).
+        configs = {"retention.ms": CENTURY_MS, "message.timestamp.type": "LogAppendTime"}
         setup.put_descriptor(6, configs, export_start={p: 0 for p in range(6)})
         for partition in (4, 5):
             setup.put_segment(partition, 0, 4, segment_batch(0, 5))
@@ -60,7 +67,7 @@ def test_partitions_added_while_running_are_replayed_and_configs_follow(local_st
         wait_for(
             lambda: (
                 destination_configs_now(local_stack, setup.destination).get("retention.ms")
-                == "3600000"
+                == CENTURY_MS
             ),
             "retention.ms did not follow the source",
         )
@@ -97,6 +104,7 @@ def test_a_destination_that_cannot_grow_is_reported_and_the_rest_keeps_replaying
             lambda: [len(provenance_offsets(local_stack, setup, p)) for p in range(2)] == [10, 10],
             "the partitions were not replayed",
         )
+        deny_alter(local_stack, setup.destination)  # the broker refuses CreatePartitions
         setup.put_descriptor(3, export_start={0: 0, 1: 0, 2: 0})
         setup.put_segment(2, 0, 9, segment_batch(0, 10))
         wait_for(
@@ -118,6 +126,23 @@ def test_a_destination_that_cannot_grow_is_reported_and_the_rest_keeps_replaying
         r.getMessage() for r in caplog.records if "adding partitions failed" in r.getMessage()
     )
     assert f"destination topic {setup.destination} has 2 partitions" in message
+    assert "authorization failed" in message.lower(), message
+
+
+def deny_alter(local_stack, topic: str) -> None:
+    """An ACL that denies every client (``User:ANONYMOUS`` on the plaintext listener) the
+    ALTER operation on ``topic``: adding partitions to it is refused, all else allowed."""
+    binding = AclBinding(
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        "User:ANONYMOUS",
+        "*",
+        AclOperation.ALTER,
+        AclPermissionType.DENY,
+    )
+    admin = local_stack.admin(DESTINATION)
+    admin.create_acls([binding])[binding].result(timeout=30)
 
 
 def test_destination_configs_keep_create_time_and_room_for_uncompressed_records():

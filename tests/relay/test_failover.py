@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from infra.stack import free_port
+from infra.ports import free_port
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.relay.service import RelayService

@@ -12,7 +12,6 @@ from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.errors import DestinationTopicError
 from replicator.relay.service import RelayService
-from tests.fixtures.egress import finish_bursts
 from tests.fixtures.independent import read_partition
 from tests.fixtures.records import produce_every_shape
 from tests.fixtures.relay import create_topic
@@ -49,7 +48,7 @@ def test_every_record_shape_is_relayed_byte_exact_to_a_remapped_topic(local_stac
     create_topic(local_stack.bootstrap(SOURCE), setup.source, 2)
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
     produce_every_shape(producer, setup.source, 2, 3, lambda _r, n: 1_700_000_000_000 + n)
-    finish_bursts(producer, setup.source, range(2))
+    producer.flush(30)
     assert relay_once(setup) == 0
     assert_relayed(local_stack, setup, 2)
     # A second run relays nothing twice.
@@ -65,7 +64,7 @@ def test_topic_to_topic_in_one_cluster(local_stack, relay_setup):
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
     for i in range(50):
         producer.produce(setup.source, key=b"%d" % i, value=b"v%d" % i, partition=0)
-    finish_bursts(producer, setup.source, [0])
+    producer.flush(30)
     assert relay_once(setup) == 0
     assert_relayed(local_stack, setup, 1, destination=SOURCE)
 
@@ -76,7 +75,7 @@ def test_source_partitions_merged_into_one_keep_their_own_order(local_stack, rel
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
     for i in range(90):
         producer.produce(setup.source, key=b"%d" % i, value=b"v%d" % i, partition=i % 3)
-    finish_bursts(producer, setup.source, range(3))
+    producer.flush(30)
     assert relay_once(setup) == 0
     copied = read_partition(local_stack.bootstrap(DESTINATION), setup.destination, 0)
     for partition in range(3):
@@ -104,7 +103,7 @@ config = { prefix = "v" }
     for i in range(40):
         env = b"test" if i % 5 == 0 else b"prod"
         producer.produce(setup.source, value=b"v%d" % i, partition=i % 2, headers=[("env", env)])
-    finish_bursts(producer, setup.source, range(2))
+    producer.flush(30)
     assert relay_once(setup) == 0
     for partition in range(2):
         source = read_partition(local_stack.bootstrap(SOURCE), setup.source, partition)
@@ -123,7 +122,7 @@ config = { prefix = "v" }
     create_topic(local_stack.bootstrap(SOURCE), broken.source, 2)
     for i in range(20):
         producer.produce(broken.source, value=b"v%d" % i, partition=i % 2)
-    finish_bursts(producer, broken.source, range(2))
+    producer.flush(30)
     assert relay_once(broken) == 1  # a partition halted
     relay = broken.config.relay
     assert relay is not None

@@ -21,7 +21,7 @@ from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
 from replicator.restore.errors import ArchivedSegmentsError, RestoreError
 from replicator.restore.job import RestoreJob, RestoreRequest
-from tests.fixtures.egress import create_topic, finish_bursts
+from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import read_partition
 from tests.fixtures.ingress import segment_batch
 from tests.fixtures.records import plain, produce_every_shape, to_batch
@@ -75,7 +75,7 @@ def test_every_record_shape_restores_identically_into_a_new_topic_and_the_source
     create_topic(local_stack, topic, PARTITIONS, **{"cleanup.policy": "compact"})
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
     produce_every_shape(producer, topic, PARTITIONS, 6, lambda _r, n: 1_700_000_000_000 + n)
-    finish_bursts(producer, topic, range(PARTITIONS))
+    producer.flush(30)
     EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
     source = {p: as_source(local_stack.bootstrap(SOURCE), topic, p) for p in range(PARTITIONS)}
     ends = [source[p][-1][0] + 1 for p in range(PARTITIONS)]

@@ -8,6 +8,7 @@ and cannot be pickled into Spark tasks.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,7 +67,8 @@ def ensure_topic(
 ) -> bool:
     """Create ``name`` unless it exists. Returns True if this call created it.
 
-    Safe when several processes race to create the same topic.
+    Safe when several processes race to create the same topic. A topic this call
+    created is returned only once each partition has a leader (:func:`await_leaders`).
     """
     metadata = admin.list_topics(timeout=timeout)
     if name in metadata.topics and metadata.topics[name].error is None:
@@ -81,9 +83,39 @@ def ensure_topic(
     except KafkaException as exc:
         error = exc.args[0]
         if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            await_leaders(admin, name, partitions, timeout)
             return False
         raise BrokerError.from_kafka(f"cannot create topic {name!r}", error) from None
+    await_leaders(admin, name, partitions, timeout)
     return True
+
+
+def await_leaders(admin: AdminClient, name: str, partitions: int, timeout: float = 30.0) -> None:
+    """Wait until the brokers know ``partitions`` partitions of ``name``, each with a leader.
+
+    Why: Kafka answers CreateTopics and CreatePartitions once its controller has recorded
+    the change; each broker learns of it from the metadata log a moment later. Until then
+    a request for a new partition is refused (NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION), which a writer, a watermark look-up or a checkpoint scan
+    made just after the creation would take for a failure.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        topic = admin.list_topics(name, timeout=timeout).topics.get(name)
+        ready = (
+            topic is not None
+            and topic.error is None
+            and len(topic.partitions) >= partitions
+            and all(p.leader >= 0 and p.error is None for p in topic.partitions.values())
+        )
+        if ready:
+            return
+        if time.monotonic() > deadline:
+            raise BrokerError(
+                f"topic {name!r}: its {partitions} partitions have no leader "
+                f"{timeout:.0f} s after it was created or grown"
+            )
+        time.sleep(0.05)
 
 
 def ensure_service_topic(

@@ -29,7 +29,7 @@ from confluent_kafka.admin import (
     NewPartitions,
 )
 
-from replicator.core.kafka.clients import ensure_topic
+from replicator.core.kafka.clients import await_leaders, ensure_topic
 from replicator.core.kafka.errors import BrokerError, DestinationTopicError
 
 log = logging.getLogger(__name__)
@@ -135,6 +135,7 @@ def grow(admin: AdminClient, topic: str, have: int, partitions: int, source: str
             f"{partitions}, and adding partitions failed: {error.str()}",
             code=error.code(),
         ) from None
+    await_leaders(admin, topic, partitions, ADMIN_TIMEOUT)
     log.info(
         "destination topic %s grew from %d to %d partitions with %s",
         topic,
