@@ -107,6 +107,8 @@ class PartitionWriter:
         self._offset_at_begin = -1
         """The last destination offset when the open transaction began."""
         self._in_transaction = False
+        self._fatal: Any = None
+        """The producer's fatal error, once it has one (every later call then fails)."""
         self._producer = Producer(
             {
                 # The destination topic decides what is too large (its max.message.bytes
@@ -124,6 +126,7 @@ class PartitionWriter:
                 "queue.buffering.max.kbytes": PRODUCER_BUFFER_KIB,
                 "compression.type": "none",
                 "transaction.timeout.ms": int(transaction_timeout * 1000),
+                "error_cb": self._client_error,
             }
         )
 
@@ -301,8 +304,14 @@ class PartitionWriter:
             self._in_transaction = False
 
     def close(self) -> None:
+        """Abort what is open and let the client go. Never raises: a writer is closed on
+        the way out of a failure (fenced, broker gone) that is already being reported, and
+        a producer in a fatal state refuses even its flush."""
         self.abort()
-        self._producer.flush(5)
+        try:
+            self._producer.flush(5)
+        except KafkaException as exc:
+            log.warning("closing the writer of %s: %s", self.target, exc.args[0].str())
 
     def _call(self, action: Callable[[], Result]) -> Result:
         try:
@@ -310,10 +319,23 @@ class PartitionWriter:
         except KafkaException as exc:
             raise self._failure_of(exc.args[0], "transaction on") from None
 
+    def _client_error(self, error: Any) -> None:
+        """librdkafka's error callback: keeps the fatal error that later calls report only
+        as ``_FATAL`` ("Local: Fatal error"), without saying it was fencing."""
+        if error.fatal() and self._fatal is None:
+            self._fatal = error
+
     def _failure_of(self, error: Any, doing: str) -> BrokerError:
         """A client error as ours: fencing is lost ownership, whatever call reported it
-        (a producer fenced mid-transaction hears of it from ``produce`` too)."""
+        (a producer fenced mid-transaction hears of it from ``produce`` too, and once it
+        is fenced every call fails with ``_FATAL``, the fencing known from the error
+        callback)."""
+        if error.code() == KafkaError._FATAL:
+            if self._fatal is None:
+                self._producer.poll(0)  # serves the error callback
+            error = self._fatal or error
         if error.code() in FENCING_CODES:
+            self._fatal = self._fatal or error
             return OwnershipLostError(
                 f"{self.target} is now written by another instance", code=error.code()
             )
