@@ -2,10 +2,15 @@
 (records and checkpoint flushed, not committed), past its group session, while another
 instance takes its partitions over and finishes the replay; then thawed (SIGCONT).
 
-The local broker does not fence a transactional producer when another one opens the same
-transactional id (see README), so what stops the thawed writer here is the project's own
-defence (:mod:`replicator.core.freezes`): it refuses to commit once its process was
-frozen, and adds nothing to the destination."""
+Two layers stop the thawed writer, and the test runs with each alone:
+
+- the broker's fencing: the new owner's ``init_transactions`` bumped the producer epoch
+  and aborted the open transaction, so the thawed commit is refused
+  (``REPLICATOR_FREEZE_WATCH=off`` leaves only this layer);
+- the project's freeze watch (:mod:`replicator.core.freezes`): the thawed writer refuses
+  to commit because its process was frozen, before it asks the broker.
+
+Either way nothing the zombie wrote becomes readable with read_committed."""
 
 from __future__ import annotations
 
@@ -13,8 +18,10 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from replicator.core.faults import WRITER_AFTER_CHECKPOINT_BEFORE_COMMIT, marker
-from replicator.core.freezes import GROUP_SESSION_SECONDS
+from replicator.core.freezes import FREEZE_WATCH_ENV, GROUP_SESSION_SECONDS
 from tests.fixtures.independent import read_partition
 from tests.fixtures.ingress import start_ingress
 from tests.fixtures.stack import DESTINATION
@@ -40,16 +47,25 @@ def everything_in_the_log(local_stack, setup) -> int:
     )
 
 
+@pytest.mark.parametrize("defence", ["broker fencing alone", "freeze watch"])
 def test_a_frozen_instance_thawed_after_a_takeover_commits_nothing_more(
-    local_stack, ingress_setup, tmp_path
+    local_stack, ingress_setup, tmp_path, defence
 ):
+    watch_off = defence == "broker fencing alone"
     setup = ingress_setup()
     fill(setup)
     total = PARTITIONS * SEGMENTS * PER_SEGMENT
     logs = [tmp_path / "a.log", tmp_path / "b.log"]
     crash_dir = tmp_path / "crash"
     point = WRITER_AFTER_CHECKPOINT_BEFORE_COMMIT
-    a = start_ingress(setup, logs[0], f"{point}:3", crash_dir, crash_action="stop")
+    a = start_ingress(
+        setup,
+        logs[0],
+        f"{point}:3",
+        crash_dir,
+        crash_action="stop",
+        extra_env={FREEZE_WATCH_ENV: "off"} if watch_off else None,
+    )
     b = None
     try:
         wait_until(lambda: marker(crash_dir, point) is not None, 120, "a to freeze", logs)
@@ -65,10 +81,15 @@ def test_a_frozen_instance_thawed_after_a_takeover_commits_nothing_more(
         in_log_before_thaw = everything_in_the_log(local_stack, setup)
 
         os.kill(a.pid, signal.SIGCONT)
-        refusal = f"{hit['where']}: refusing to commit: this process was frozen for"
+        if watch_off:
+            refusal = f"{hit['where']} is now written by another instance"
+        else:
+            refusal = f"{hit['where']}: refusing to commit: this process was frozen for"
         wait_until(lambda: refusal in logs[0].read_text(errors="replace"), 60, "a to refuse", logs)
-        frozen_for = float(logs[0].read_text(errors="replace").split(refusal)[1].split()[0])
-        assert frozen_for > GROUP_SESSION_SECONDS, frozen_for
+        if not watch_off:
+            frozen_for = float(logs[0].read_text(errors="replace").split(refusal)[1].split()[0])
+            assert frozen_for > GROUP_SESSION_SECONDS, frozen_for
+        assert_exactly_once(local_stack, setup)
         # a rejoins the group and may own partitions again: its new writers resume from
         # the destination, which is complete, so they have nothing to add.
         wait_until(lambda: owned(logs[0]) > 0, 60, "a to rejoin", logs)
