@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
 from replicator.core.config import Config, RelayTopic, required
 from replicator.core.filters import FilterChain
@@ -280,6 +280,8 @@ class RelayWorker(threading.Thread):
         assert self._last is not None
         ref = self._last
         found = self._record_at(new, ref.offset)
+        if found is None and self._gone_at_the_source(new, ref.offset):
+            return
         if found is None or not same_record(ref, found):
             what = "does not hold it" if found is None else "holds a different record"
             raise UpstreamMismatchError(
@@ -288,6 +290,38 @@ class RelayWorker(threading.Thread):
                 "is relayed from this partition"
             )
         self.log.info("upstream %s holds offset %d as relayed: identical", new, ref.offset)
+
+    def _gone_at_the_source(self, upstream: str, last_relayed: int) -> bool:
+        """Whether ``upstream`` deleted the last relayed record (retention, DeleteRecords)
+        rather than holding another one: then it cannot be compared. Nothing is lost if
+        the log starts just after it (True: relay on); raises SourceDataLossError naming
+        the offsets gone if it starts further on. False if the record should be there."""
+        consumer = tail_reader(self._kafka(upstream), f"{self.relay.group_id}-verify")
+        try:
+            low, _ = consumer.get_watermark_offsets(
+                TopicPartition(self.topic.source_topic, self.partition), timeout=10
+            )
+        except KafkaException:
+            return False
+        finally:
+            consumer.close()
+        if low <= last_relayed:
+            return False
+        if low > last_relayed + 1:
+            self.metrics.fetch_errors.labels(upstream, "data_loss").inc()
+            raise SourceDataLossError(
+                f"source data loss: {upstream} no longer holds {self.topic.source_topic} "
+                f"partition {self.partition} offsets {last_relayed + 1}..{low - 1} (its log "
+                f"now starts at {low}); relaying on would skip records"
+            )
+        self.log.warning(
+            "%s no longer holds offset %d, the last one relayed (its log now starts at %d): "
+            "nothing to compare it with, and nothing lost; relaying on",
+            upstream,
+            last_relayed,
+            low,
+        )
+        return True
 
     def _record_at(self, upstream: str, offset: int) -> RecordRef | None:
         consumer = tail_reader(self._kafka(upstream), f"{self.relay.group_id}-verify")
@@ -385,9 +419,10 @@ class RelayWorker(threading.Thread):
             elif error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
                 self.metrics.fetch_errors.labels(upstream, "data_loss").inc()
                 raise SourceDataLossError(
-                    f"{upstream} no longer holds {self.topic.source_topic} partition "
-                    f"{self.partition} offset {next_offset} ({error.str()}); relaying on "
-                    "would skip records"
+                    f"source data loss: {upstream} no longer holds {self.topic.source_topic} "
+                    f"partition {self.partition} "
+                    f"{self._lost_range(consumer, next_offset)} ({error.str()}); relaying "
+                    "on would skip records"
                 )
             else:
                 kind = "timeout" if error.code() == KafkaError._TIMED_OUT else "transport"
@@ -396,6 +431,19 @@ class RelayWorker(threading.Thread):
                     self.log.warning("reading from %s: %s", upstream, error.str())
                 self._fetch_problem = error.str()
         return records, end_seen
+
+    def _lost_range(self, consumer: Any, next_offset: int) -> str:
+        """The offsets gone before they were relayed (inclusive), as far as the upstream's
+        log start says: ``offsets 100..149 (its log now starts at 150)``."""
+        try:
+            low, _ = consumer.get_watermark_offsets(
+                TopicPartition(self.topic.source_topic, self.partition), timeout=10
+            )
+        except KafkaException:
+            return f"offset {next_offset} (its log start could not be read)"
+        if low > next_offset:
+            return f"offsets {next_offset}..{low - 1} (its log now starts at {low})"
+        return f"offset {next_offset}"
 
     def _report_lag(self, upstream: str, next_offset: int) -> None:
         state = self._states().get(upstream)

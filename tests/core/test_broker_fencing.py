@@ -23,9 +23,7 @@ def table(start: int, count: int) -> pa.Table:
     return pa.Table.from_batches([segment_batch(start, count)])
 
 
-def test_a_successor_fences_an_open_transaction_and_the_zombie_commits_nothing(
-    local_stack, unique
-):
+def test_a_successor_fences_an_open_transaction_and_the_zombie_commits_nothing(local_stack, unique):
     where = writer_destination(local_stack, unique)
     group = unique("g")
     zombie = PartitionWriter(where.kafka, group, where.target, where.store)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from egress.catalog import SourceCatalog
 from egress.driver_state import DriverState
@@ -14,7 +16,7 @@ from egress.job import EgressJob
 from egress.metrics import EgressMetrics
 from replicator.core.segments.key import topic_descriptor_s3_key
 from tests.fixtures.egress import create_topic
-from tests.fixtures.independent import assert_tiles, read_partition, s3_segments
+from tests.fixtures.independent import assert_tiles, read_partition, s3_segments, watermarks
 from tests.fixtures.stack import SOURCE
 
 
@@ -137,3 +139,89 @@ def test_skip_continues_without_going_back(local_stack, egress_config, unique, s
     for partition in (0, 1):
         assert after[partition][: len(before[partition])] == before[partition]
         assert_tiles(segments[partition], 0, after[partition][-1][1])
+
+
+def delete_below(local_stack, topic: str, partition: int, offset: int) -> None:
+    """DeleteRecords: the broker moves the partition's log start to ``offset``."""
+    admin = local_stack.admin(SOURCE)
+    futures = admin.delete_records([TopicPartition(topic, partition, offset)])
+    futures[TopicPartition(topic, partition, offset)].result(timeout=30)
+
+
+def expire_by_retention(local_stack, topic: str) -> None:
+    """A tiny ``retention.ms`` and ``segment.ms``: the broker's retention deletes every
+    record (the log start reaches the log end), as a source whose retention passed egress
+    would; the topic keeps its retention afterwards."""
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "100", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("segment.ms", "100", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
+    admin = local_stack.admin(SOURCE)
+    admin.incremental_alter_configs([resource])[resource].result(timeout=30)
+
+
+def log_start(local_stack, topic: str, partition: int) -> int:
+    return watermarks(local_stack.bootstrap(SOURCE), topic, partition)[0]
+
+
+@pytest.mark.parametrize("deletion", ["DeleteRecords", "retention"])
+def test_records_deleted_at_the_source_before_egress_read_them_are_reported_as_a_range(
+    local_stack, egress_config, unique, spark, deletion
+):
+    topic = unique("deleted")
+    create_topic(local_stack, topic, 1)
+    produce(local_stack, topic, 50, partitions=(0,))
+    config, _ = egress_config({topic: {}}, on_data_loss="skip")
+    run(config, spark)  # exports 0..49
+    produce(local_stack, topic, 50, partitions=(0,))  # 50..99, then gone before egress runs
+    if deletion == "DeleteRecords":
+        delete_below(local_stack, topic, 0, 80)
+        lost_last, kept = 79, list(range(80, 100))
+    else:
+        expire_by_retention(local_stack, topic)
+        deadline = time.monotonic() + 60
+        while log_start(local_stack, topic, 0) < 100:
+            assert time.monotonic() < deadline, "retention did not delete the records"
+            time.sleep(0.5)
+        lost_last, kept = 99, []
+
+    run(config, spark)
+    events = DriverState(config.egress.state_dir).data_loss_events()
+    assert {(e["topic"], e["partition"], e["first"], e["last"]) for e in events} == {
+        (topic, 0, 50, lost_last)
+    }
+    _, segments = keys_by_partition(local_stack, config, topic)
+    assert_tiles(segments[0], 0, 99 if kept else lost_last)
+    lost = [s for s in segments[0] if s.start == 50]
+    assert len(lost) == 1 and lost[0].end == lost_last and lost[0].table.num_rows == 0
+    store = local_stack.store(SOURCE, config.bucket(SOURCE))
+    footer = store.open(
+        next(s for s in store.list_segments(SOURCE, topic, 0) if s.segment_key.start == 50)
+    ).footer
+    assert footer.source_data_loss  # ingress reports it when it replays the range
+    exported = [r[0] for s in segments[0] for r in s.records()]
+    assert exported == list(range(50)) + kept
+
+
+def test_records_deleted_at_the_source_stop_egress_naming_the_range_with_fail(
+    local_stack, egress_config, unique, spark
+):
+    topic = unique("deleted")
+    create_topic(local_stack, topic, 1)
+    produce(local_stack, topic, 50, partitions=(0,))
+    config, _ = egress_config({topic: {}})  # on_data_loss = "fail", the default
+    run(config, spark)
+    produce(local_stack, topic, 50, partitions=(0,))
+    delete_below(local_stack, topic, 0, 80)
+    with pytest.raises(EgressFailedError, match=rf"data loss: topic {topic} partition 0"):
+        run(config, spark)
+    events = DriverState(config.egress.state_dir).data_loss_events()
+    assert {(e["topic"], e["partition"], e["first"], e["last"]) for e in events} == {
+        (topic, 0, 50, 79)
+    }
+    _, segments = keys_by_partition(local_stack, config, topic)
+    assert segments[0][-1].end == 49  # nothing after the loss was exported

@@ -5,7 +5,7 @@ topic-to-topic in one cluster, source partitions merged into one, filters, and a
 from __future__ import annotations
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
 
 from replicator.core.errors import ConfigError
 from replicator.core.kafka import provenance
@@ -142,7 +142,7 @@ config = { prefix = "v" }
         assert bool(checkpoint.halted) == bool(halted)
     assert read_partition(local_stack.bootstrap(DESTINATION), broken.destination, 1) == []
     copied = read_partition(local_stack.bootstrap(DESTINATION), broken.destination, 0)
-    assert len(copied) == 11  # 10 records and the burst end
+    assert len(copied) == 10
 
 
 def test_a_destination_with_too_few_partitions_stops_the_relay_before_anything_is_written(
@@ -166,3 +166,54 @@ def test_a_destination_with_too_few_partitions_stops_the_relay_before_anything_i
 def test_a_loop_inside_one_cluster_is_refused_at_load(relay_setup):
     with pytest.raises(ConfigError, match="would be relayed into itself"):
         relay_setup(destination=SOURCE, source_topic="same.name", destination_topic="same.name")
+
+
+def test_records_deleted_at_the_source_before_the_relay_read_them_halt_naming_the_range(
+    local_stack, relay_setup, caplog
+):
+    setup = relay_setup()
+    bootstrap = local_stack.bootstrap(SOURCE)
+    create_topic(bootstrap, setup.source, 1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(100):
+        producer.produce(setup.source, value=b"v%d" % i, partition=0)
+    producer.flush(30)
+    assert relay_once(setup) == 0  # 0..99 relayed
+    for i in range(100, 200):
+        producer.produce(setup.source, value=b"v%d" % i, partition=0)
+    producer.flush(30)
+    admin = local_stack.admin(SOURCE)
+    gone = TopicPartition(setup.source, 0, 150)  # DeleteRecords: the log starts at 150
+    admin.delete_records([gone])[gone].result(timeout=30)
+
+    assert relay_once(setup) == 1  # the partition halted instead of skipping 100..149
+    message = f"no longer holds {setup.source} partition 0 offsets 100..149"
+    assert any(message in r.getMessage() for r in caplog.records), [
+        r.getMessage() for r in caplog.records if r.levelname == "ERROR"
+    ]
+    copied = read_partition(local_stack.bootstrap(DESTINATION), setup.destination, 0)
+    named = provenance.SourcePartition(SOURCE, setup.source, 0)
+    assert [provenance.source_offset(list(r[5]), named) for r in copied] == list(range(100))
+
+
+def test_a_restart_after_the_source_deleted_only_relayed_records_relays_on(
+    local_stack, relay_setup
+):
+    setup = relay_setup()
+    bootstrap = local_stack.bootstrap(SOURCE)
+    create_topic(bootstrap, setup.source, 1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(200):
+        producer.produce(setup.source, value=b"v%d" % i, partition=0)
+        if i == 99:
+            producer.flush(30)
+            assert relay_once(setup) == 0  # 0..99 relayed
+    producer.flush(30)
+    admin = local_stack.admin(SOURCE)
+    gone = TopicPartition(setup.source, 0, 100)  # every relayed record, nothing else
+    admin.delete_records([gone])[gone].result(timeout=30)
+
+    assert relay_once(setup) == 0
+    copied = read_partition(local_stack.bootstrap(DESTINATION), setup.destination, 0)
+    named = provenance.SourcePartition(SOURCE, setup.source, 0)
+    assert [provenance.source_offset(list(r[5]), named) for r in copied] == list(range(200))
