@@ -11,7 +11,6 @@ pytestmark = pytest.mark.integration  # starts its own local stack
 
 def test_drill_survives_ingress_kill_and_status_matches_the_stack(tmp_path):
     out = io.StringIO()
-    partitions = 2
     result = run_drill(
         DrillOptions(workdir=tmp_path / "drill", records=20_000, seconds=20, partitions=2), out
     )
