@@ -4,8 +4,9 @@ Egress, the replication stand-in and ingress — and the relay, straight from Ka
 Kafka — stream the drill's workload (every record
 shape: keys, tombstones, empty values, headers with null values) from us-east-1 to
 us-west-1 for ``--seconds`` while one fault at a time is injected at random moments,
-every kind in turn (shuffled): kill -9 of egress, ingress or the relay and a restart, SIGSTOP of a
-broker or of the S3/SQS endpoint for up to ``--max-pause`` seconds then SIGCONT, a
+every kind in turn (shuffled): kill -9 of egress, ingress or the relay and a restart, kill -9
+of a region's broker and its restart on the data it kept on disk, SIGSTOP of a broker or of
+the S3/SQS endpoint for up to ``--max-pause`` seconds then SIGCONT, a
 compaction run next to the streaming services, duplicated S3 notifications and malformed
 SQS messages. Then production stops, the destination catches up, a restore of one topic
 from the archive into a new topic is killed with SIGKILL midway and run again, and every
@@ -18,6 +19,7 @@ duplicated or the destination did not catch up.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -77,6 +79,8 @@ FAULTS = (
     "kill relay",
     f"pause kafka-{SOURCE}",
     f"pause kafka-{DESTINATION}",
+    f"kill kafka-{SOURCE}",
+    f"kill kafka-{DESTINATION}",
     "pause s3+sqs",
     "compaction run",
     "duplicated notifications",
@@ -296,6 +300,16 @@ class Chaos:
                 time.sleep(seconds)
             finally:
                 os.kill(pid, signal.SIGCONT)
+        elif kind.startswith("kill kafka-"):
+            name = kind.removeprefix("kill ")
+            down_for = self.rng.uniform(1.0, max(1.0, self.options.max_pause / 2))
+            pid = next(s.pid for s in stack.status() if s.service.name == name and s.pid)
+            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            time.sleep(down_for)
+            stack.up()  # starts what is not running: the broker, on its data directory
+            self.say(f"kill -9 {name}; restarted after {down_for:.0f}s on its data")
         elif kind == "compaction run":
             log_path = root / "logs" / f"compaction-{self.result.faults[kind] + 1}.log"
             threading.Thread(
