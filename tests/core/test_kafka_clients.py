@@ -1,7 +1,11 @@
 import pytest
-from confluent_kafka import Consumer, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
-from replicator.core.kafka.clients import client_config, ensure_topic
+from replicator.core.kafka.clients import (
+    client_config,
+    ensure_topic,
+    retry_while_coordinator_moves,
+)
 from tests.fixtures.records import every_shape
 from tests.fixtures.stack import DESTINATION, SOURCE
 
@@ -42,3 +46,30 @@ def test_each_broker_creates_topics_and_round_trips_every_record_shape(local_sta
     assert [m.headers() or [] for m in seen] == [
         [(h["key"], h["value"]) for h in r["headers"]] for r in records
     ]
+
+
+def test_a_call_is_repeated_while_the_group_coordinator_moves_and_not_otherwise():
+    answers = [KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, None]
+    calls = []
+
+    def call() -> str:
+        calls.append(1)
+        code = answers.pop(0)
+        if code is not None:
+            raise KafkaException(KafkaError(code))
+        return "answered"
+
+    assert retry_while_coordinator_moves(call, pause=0) == "answered"
+    assert len(calls) == 3
+
+    def refused() -> str:
+        raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
+
+    with pytest.raises(KafkaException):
+        retry_while_coordinator_moves(refused, pause=0)
+
+    def never_ready() -> str:
+        raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
+
+    with pytest.raises(KafkaException):
+        retry_while_coordinator_moves(never_ready, timeout=0.05, pause=0.01)

@@ -17,6 +17,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from replicator.core.groups.errors import GroupActiveError
+from replicator.core.kafka.clients import retry_while_coordinator_moves
 from replicator.core.kafka.errors import BrokerError
 
 ADMIN_TIMEOUT = 30.0
@@ -71,11 +72,15 @@ class GroupAdmin:
             group,
             None if partitions is None else [KafkaTopicPartition(t, p) for t, p in partitions],
         )
-        try:
+
+        def listed_offsets() -> list[Any]:
             future = self._admin.list_consumer_group_offsets(
                 [request], request_timeout=ADMIN_TIMEOUT
             )[group]
-            listed = future.result(timeout=ADMIN_TIMEOUT).topic_partitions or []
+            return future.result(timeout=ADMIN_TIMEOUT).topic_partitions or []
+
+        try:
+            listed = retry_while_coordinator_moves(listed_offsets)
         except KafkaException as exc:
             raise BrokerError.from_kafka(
                 f"reading offsets of group {group!r} on {self._where}", exc.args[0]

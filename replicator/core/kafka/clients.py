@@ -8,15 +8,18 @@ and cannot be pickled into Spark tasks.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.core.config import KafkaConfig
 from replicator.core.kafka.errors import BrokerError, ServiceTopicError
+
+log = logging.getLogger(__name__)
 
 _SECRET_WORDS = ("password", "secret", "token", "key.pem", "credentials")
 
@@ -88,6 +91,35 @@ def ensure_topic(
         raise BrokerError.from_kafka(f"cannot create topic {name!r}", error) from None
     await_leaders(admin, name, partitions, timeout)
     return True
+
+
+COORDINATOR_NOT_READY = frozenset(
+    {
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+"""Answers of a group coordinator that is moving or loading its partition of
+``__consumer_offsets`` (a broker restart, the first group of a new cluster): asked again
+a moment later, it answers."""
+Result = TypeVar("Result")
+
+
+def retry_while_coordinator_moves(
+    call: Callable[[], Result], timeout: float = 30.0, pause: float = 0.2
+) -> Result:
+    """``call()``, repeated while it fails with :data:`COORDINATOR_NOT_READY` and
+    ``timeout`` seconds have not passed; any other failure, or the last, is raised."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:
+            if exc.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
+                raise
+            log.info("group coordinator not ready (%s); asking again", exc.args[0].str())
+            time.sleep(pause)
 
 
 def await_leaders(admin: AdminClient, name: str, partitions: int, timeout: float = 30.0) -> None:
