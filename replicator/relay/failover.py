@@ -104,3 +104,20 @@ def same_record(ref: RecordRef, other: RecordRef) -> bool:
 def backoff(attempt: int, base: float = 0.5, cap: float = 10.0) -> float:
     """Seconds to wait before retry ``attempt`` (0-based) while no upstream is healthy."""
     return min(cap, base * 2**attempt)
+
+
+def grown_partition_counts(
+    known: Mapping[str, int], order: Sequence[str], states: Mapping[str, UpstreamState]
+) -> dict[str, int]:
+    """The relayed topics that have more partitions now than ``known``, with their new
+    count, as the first healthy upstream in ``order`` reports them (its last health check
+    lists every partition's end). Empty when nothing grew or no upstream is healthy."""
+    for name in order:
+        state = states.get(name)
+        if state is None or not state.healthy:
+            continue
+        counts: dict[str, int] = {}
+        for topic, partition in state.log_ends:
+            counts[topic] = max(counts.get(topic, 0), partition + 1)
+        return {t: n for t, n in sorted(counts.items()) if n > known.get(t, n)}
+    return {}

@@ -35,7 +35,7 @@ from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.malloc import tune_process_memory
 from replicator.core.signals import stop_on_signals
 from replicator.core.workers import GroupShare, WorkerPool
-from replicator.relay.failover import UpstreamState, backoff
+from replicator.relay.failover import UpstreamState, backoff, grown_partition_counts
 from replicator.relay.groups import group_sync
 from replicator.relay.health import UpstreamHealth
 from replicator.relay.metrics import RelayMetrics
@@ -67,6 +67,11 @@ class RelayService:
         self.health = UpstreamHealth(config, list(self.topics), self._observed)
         self.workers: WorkerPool[RelayWorker] = WorkerPool(self._start_worker)
         self._partitions: dict[str, int] = {}
+        """Partition count of each relayed source topic, as relayed now."""
+        self._first_counts: dict[str, int] = {}
+        """... and at start: partitions beyond it were added while the relay ran."""
+        self._growth_problem: dict[str, str] = {}
+        """The last growth failure reported per topic (reported once, not every turn)."""
         self._stop_offsets: dict[tuple[str, int], int] = {}
         self._owned_slots: set[int] = set()
         self._share = GroupShare()
@@ -139,17 +144,19 @@ class RelayService:
                 "relay.assignment_partitions",
             )
             for name, topic in self.topics.items():
-                needed = counts[name]
-                if topic.destination_partition is not None:
-                    needed = topic.destination_partition + 1
                 prepare_destination(
-                    admin, topic.destination, needed, self._configs(name), f"relay of {name}"
+                    admin,
+                    topic.destination,
+                    self._needed(name, counts[name]),
+                    self._configs(name),
+                    f"relay of {name}",
                 )
         except KafkaException as exc:
             raise BrokerError.from_kafka(
                 f"Kafka of region {self.relay.destination} unreachable", exc.args[0]
             ) from None
         self._partitions = counts
+        self._first_counts = dict(counts)
 
     def _configs(self, topic: str) -> dict[str, str]:
         states = self.health.states()
@@ -224,6 +231,8 @@ class RelayService:
                 error = message.error() if message is not None else None
                 if error is not None and error.code() != KafkaError._PARTITION_EOF:
                     log.warning("assignment topic: %s", error.str())
+                if not self.stop_at_end:  # a --stop-at-end run ends at the start's ends
+                    self._follow_growth()
                 self.workers.supervise()
                 self.metrics.ready_partitions.set(len(self.workers) - len(self.workers.halted()))
                 if self.stop_at_end and self._share.done(self.workers):
@@ -235,6 +244,46 @@ class RelayService:
             consumer.close()
             self.workers.stop()
         return halted
+
+    def _follow_growth(self) -> None:
+        """Partitions added to a source topic while the relay runs: grow its destination
+        (the relay writes it) and relay them from their first offset, whatever
+        ``start_from`` says (it names where a relay starts, not where a new partition does).
+        A destination that cannot grow is reported; the topic's other partitions go on."""
+        grown = grown_partition_counts(self._partitions, self.relay.sources, self.health.states())
+        for name, count in grown.items():
+            topic = self.topics[name]
+            try:
+                prepare_destination(
+                    AdminClient(self.kafka),
+                    topic.destination,
+                    self._needed(name, count),
+                    self._configs(name),
+                    f"relay of {name}",
+                    may_grow=lambda: True,
+                )
+            except (BrokerError, KafkaException) as exc:
+                if self._growth_problem.get(name) != str(exc):
+                    log.error("%s grew to %d partitions: %s", name, count, exc)
+                self._growth_problem[name] = str(exc)
+                continue
+            self._growth_problem.pop(name, None)
+            log.info(
+                "source topic %s grew from %d to %d partitions; relaying the new ones",
+                name,
+                self._partitions[name],
+                count,
+            )
+            self._partitions = {**self._partitions, name: count}
+            self.workers.own(self._owned_sources())
+            self.metrics.owned.set(len(self.workers))
+
+    def _needed(self, name: str, count: int) -> int:
+        """Destination partitions needed for ``count`` source partitions of ``name``."""
+        topic = self.topics[name]
+        if topic.destination_partition is not None:
+            return topic.destination_partition + 1
+        return count
 
     def _owned_sources(self) -> list[SourcePartition]:
         owned = []
@@ -271,6 +320,9 @@ class RelayService:
             filters=self._filters[source.topic],
             stop_at=self._stop_offsets.get((source.topic, source.partition))
             if self.stop_at_end
+            else None,
+            start_from="earliest"
+            if source.partition >= self._first_counts.get(source.topic, 0)
             else None,
         )
 

@@ -96,6 +96,7 @@ class RelayWorker(threading.Thread):
         open_writer: Callable[[WriteTarget], RecordWriter],
         filters: FilterChain,
         stop_at: int | None = None,
+        start_from: str | None = None,
     ) -> None:
         super().__init__(name=f"relay-{topic.source_topic}-{partition}", daemon=True)
         self.config = config
@@ -107,6 +108,9 @@ class RelayWorker(threading.Thread):
         self._open_writer = open_writer
         self._filters = filters
         self.stop_at = stop_at
+        self._start_from = start_from or self.relay.start_from
+        """Where a partition nothing was relayed from starts: ``relay.start_from``, or
+        "earliest" for a partition added to the source while the relay ran."""
         """With ``--stop-at-end``: the end offset to relay up to (half-open)."""
         self.status = RelayStatus()
         self.failure: BaseException | None = None
@@ -390,7 +394,7 @@ class RelayWorker(threading.Thread):
             TopicPartition(self.topic.source_topic, self.partition), timeout=10
         )
         self._close_consumer()
-        return low if self.relay.start_from == "earliest" else high
+        return low if self._start_from == "earliest" else high
 
     def _read(self, upstream: str, next_offset: int) -> tuple[list[Any], int | None]:
         """Records from ``next_offset`` on (up to ``stop_at``), and the log end if the read
