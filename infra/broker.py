@@ -153,8 +153,13 @@ def java() -> str:
 
 
 def new_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding (Kafka's Uuid)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding, as Kafka's
+    ``Uuid`` prints them, and like Kafka's never starting with "-" (one in 64 would, and
+    the storage tool then reads it as an option)."""
+    while True:
+        made = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not made.startswith("-"):
+            return made
 
 
 @dataclass(frozen=True)
@@ -275,8 +280,7 @@ def prepare(spec: BrokerSpec) -> None:
             str(kafka_libs() / "*"),
             "kafka.tools.StorageTool",
             "format",
-            "--cluster-id",
-            new_cluster_id(),
+            f"--cluster-id={new_cluster_id()}",
             "--config",
             str(spec.properties_file),
             "--ignore-formatted",

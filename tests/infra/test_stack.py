@@ -1,5 +1,6 @@
 import json
 import socket
+import string
 import subprocess
 import sys
 import time
@@ -8,6 +9,7 @@ from urllib.parse import unquote_plus
 
 import pytest
 
+from infra.broker import new_cluster_id
 from infra.errors import StackError
 from infra.stack import Stack, StackSpec, _process_start_time
 from replicator.core.config import load_config
@@ -165,3 +167,10 @@ def test_non_loopback_brokers_are_refused(tmp_path):
     config = load_config(path)
     with pytest.raises(StackError, match="only on loopback addresses"):
         StackSpec.from_config(config, tmp_path)
+
+
+def test_cluster_ids_look_like_kafkas_and_never_start_with_a_dash():
+    ids = {new_cluster_id() for _ in range(2000)}
+    assert len(ids) == 2000
+    assert all(len(i) == 22 and not i.startswith("-") for i in ids)
+    assert all(set(i) <= set(string.ascii_letters + string.digits + "-_") for i in ids)
