@@ -49,7 +49,7 @@ from replicator.core.errors import ReplicatorError
 from replicator.core.filters import FilterChain
 from replicator.core.filters.errors import FilterError
 from replicator.core.kafka.checkpoints import ResumePoint, WriteTarget
-from replicator.core.kafka.errors import CheckpointError, OwnershipLostError, RecordTooLargeError
+from replicator.core.kafka.errors import CheckpointError, OwnershipLostError, RecordRefusedError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import RecordWriter
 from replicator.core.logs import ContextLog, partition_fields
@@ -176,7 +176,7 @@ class PartitionWorker(threading.Thread):
             self.failure = exc
             self.metrics.fenced.labels(*self._labels).inc()
             self.log.warning("%s fenced; re-opening its writer unless it moved: %s", self.name, exc)
-        except (PartitionHaltedError, RecordTooLargeError, CheckpointError) as exc:
+        except (PartitionHaltedError, RecordRefusedError, CheckpointError) as exc:
             self.status.state, self.status.reason = "halted", str(exc)
             self.metrics.halted.labels(*self._labels).set(1)
             self.log.error("partition halted: %s", exc)
@@ -219,7 +219,7 @@ class PartitionWorker(threading.Thread):
                 else:
                     next_offset = self._reopened_at(resume, next_offset)
                 return self._replay(writer, next_offset)
-            except (PartitionHaltedError, RecordTooLargeError) as exc:
+            except (PartitionHaltedError, RecordRefusedError) as exc:
                 writer.abort()
                 at = self.status.next_offset if self.status.next_offset is not None else 0
                 writer.record_halt(at, str(exc))

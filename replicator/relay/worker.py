@@ -35,6 +35,7 @@ from replicator.core.kafka.errors import (
     BrokerError,
     CheckpointError,
     OwnershipLostError,
+    RecordRefusedError,
     RecordTooLargeError,
 )
 from replicator.core.kafka.provenance import SourcePartition
@@ -61,7 +62,7 @@ HALTING_ERRORS = (
     UpstreamMismatchError,
     SourceDataLossError,
     FilterError,
-    RecordTooLargeError,
+    RecordRefusedError,
     CheckpointError,
 )
 

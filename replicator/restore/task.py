@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from replicator.core.collector import tune_collector
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config
-from replicator.core.kafka.errors import RecordTooLargeError
+from replicator.core.kafka.errors import RecordRefusedError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.read_ahead import ReadAhead
@@ -169,7 +169,7 @@ def _restore_segment(
                 if time.monotonic() - last_commit >= COMMIT_INTERVAL:
                     writer.commit(result.next_offset)
                     produced_until, last_commit = None, time.monotonic()
-    except (CorruptSegmentError, SegmentMismatchError, RecordTooLargeError) as exc:
+    except (CorruptSegmentError, SegmentMismatchError, RecordRefusedError) as exc:
         if produced_until is not None:
             writer.commit(produced_until)
         result.status, result.message = "halted", str(exc)

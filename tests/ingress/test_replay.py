@@ -40,7 +40,7 @@ def run_to_end(setup):
 
 def test_every_record_shape_replays_into_an_auto_created_topic(local_stack, ingress_setup):
     setup = ingress_setup()
-    setup.put_descriptor(2, {"cleanup.policy": "compact"})
+    setup.put_descriptor(2, {"retention.ms": "-1"})  # not compacted: some have no key
     first = every_shape(start=0, step=2)  # offsets 0..18, odd offsets hold no record
     second = every_shape(start=20)  # offsets 20..29
     for partition in (0, 1):
@@ -62,6 +62,28 @@ def test_every_record_shape_replays_into_an_auto_created_topic(local_stack, ingr
             if want[1] != TIMESTAMP_NONE and want[0] > 0:
                 # librdkafka reads a timestamp of 0 as "now": epoch-0 cannot be reproduced.
                 assert ts == want[0]
+
+
+def test_a_record_a_compacted_destination_refuses_halts_its_partition_naming_it(
+    local_stack, ingress_setup, caplog
+):
+    """Kafka refuses a record without a key for a compacted topic, every time: the
+    partition halts naming the record, after the records before it, instead of retrying."""
+    setup = ingress_setup()
+    setup.put_descriptor(2, {"cleanup.policy": "compact"})
+    setup.put_segment(0, 0, 9, segment_batch(0, 10))  # keyed: replays
+    keyless = every_shape(start=0)  # offset 1 has no key
+    setup.put_segment(1, 0, 9, to_batch(keyless))
+    service = IngressService(setup.config, stop_at_end=True, handle_signals=False)
+    assert service.run() == 1  # a partition halted
+    _, sources = destination_records(local_stack, setup, 0)
+    assert sources == list(range(10))
+    _, sources = destination_records(local_stack, setup, 1)
+    assert sources == []  # the transaction holding offset 0 was aborted with the refusal
+    reasons = " ".join(r.getMessage() for r in caplog.records if r.levelname == "ERROR")
+    # One delivery report per slice: the slice's last record names where it was refused.
+    assert f"{setup.destination} refused a record at or before source offset 9 of " in reasons
+    assert f"{SOURCE}/{setup.topic} partition 1" in reasons, reasons
 
 
 def test_a_second_run_produces_nothing_twice(local_stack, ingress_setup):

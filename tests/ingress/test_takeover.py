@@ -107,7 +107,7 @@ def assert_exactly_once(local_stack, setup, segments: int = SEGMENTS) -> None:
         raise AssertionError(
             f"partition {partition}: {len(offsets)} records read committed, "
             f"{len(offsets) - len(set(offsets))} duplicates, "
-            f"{'every' if sorted(set(offsets)) == expected else 'NOT every'} offset, "
+            f"{'every' if set(offsets) == set(expected) else 'NOT every'} offset, "
             f"missing {missing_ranges(offsets, expected)}; committed end "
             f"{watermarks(bootstrap, setup.destination, partition)[1]}, log end "
             f"{log_end(local_stack, setup.destination, partition)}; the last checkpoint "

@@ -27,7 +27,13 @@ class BrokerError(ReplicatorError):
         return cls(f"{context}: {error.str()}", code=error.code(), retriable=error.retriable())
 
 
-class RecordTooLargeError(BrokerError):
+class RecordRefusedError(BrokerError):
+    """The destination refused one record for what it is (a record without a key for a
+    compacted topic, a timestamp out of its range): asking again gets the same answer, so
+    its partition halts; names the record's source offset and the broker's reason."""
+
+
+class RecordTooLargeError(RecordRefusedError):
     """The destination refused a record for its size; names where it came from."""
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
@@ -42,7 +43,12 @@ from replicator.core.faults import (
 from replicator.core.freezes import FreezeWatch
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import Checkpoint, CheckpointStore, ResumePoint, WriteTarget
-from replicator.core.kafka.errors import BrokerError, OwnershipLostError, RecordTooLargeError
+from replicator.core.kafka.errors import (
+    BrokerError,
+    OwnershipLostError,
+    RecordRefusedError,
+    RecordTooLargeError,
+)
 from replicator.core.kafka.tail import SETTLE_WAIT
 from replicator.core.kafka.topics import MAX_DESTINATION_MESSAGE_BYTES, PROVENANCE_ROOM
 
@@ -56,6 +62,15 @@ TIMESTAMP_NONE = 0
 FENCING_CODES = frozenset(
     {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 )
+REFUSED_RECORD_CODES = frozenset(
+    {KafkaError.INVALID_RECORD, KafkaError.INVALID_TIMESTAMP, KafkaError._INVALID_DIFFERENT_RECORD}
+)
+"""What a broker answers about one record's content (Kafka rejects a record without a key
+for a compacted topic with INVALID_RECORD, one stamped outside the topic's accepted range
+with INVALID_TIMESTAMP): the same record is refused every time. The writer asks for one
+delivery report per slice of records (a report per record would cost a Python call
+each), so it usually hears of a refusal as _INVALID_DIFFERENT_RECORD on the slice's last
+record: the refused one is at or before it, after the last committed record."""
 Result = TypeVar("Result")
 
 
@@ -179,7 +194,7 @@ class PartitionWriter:
         # offset for the checkpoint. A failed delivery of any record fails the commit.
         last = len(table) - 1
         for i, (offset, record_key, value, stamp, headers) in enumerate(rows):
-            callback = self._delivered if i == last else None
+            callback = partial(self._delivered, offset) if i == last else None
             while True:
                 try:
                     produce(
@@ -204,20 +219,30 @@ class PartitionWriter:
         """A record refused, by ``produce`` or in its delivery report, as our error."""
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             return self._too_large(source_offset, error)
+        if error.code() in REFUSED_RECORD_CODES:
+            which = (
+                "a record at or before"
+                if error.code() == KafkaError._INVALID_DIFFERENT_RECORD
+                else "the record at"
+            )
+            return RecordRefusedError(
+                f"{self.target.destination_topic} refused {which} source offset "
+                f"{source_offset} of {self.target.source}: {error.str()}",
+                code=error.code(),
+            )
         return self._failure_of(error, "producing to")
 
-    def _delivered(self, error: Any, message: Any) -> None:
+    def _delivered(self, source_offset: int, error: Any, message: Any) -> None:
+        """The delivery report of a slice's last record (at ``source_offset``)."""
         if error is not None:
             if self._failure is None:
-                self._failure = self._delivery_error(error, message)
+                self._failure = self._delivery_error(error, message, source_offset)
             return
         self._last_destination_offset = max(self._last_destination_offset, message.offset())
 
-    def _delivery_error(self, error: Any, message: Any) -> BaseException:
-        offset = None
-        if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:  # name the record
-            offset = provenance.source_offset(message.headers(), self.target.source)
-        return self._produce_failure(offset, error)
+    def _delivery_error(self, error: Any, message: Any, source_offset: int) -> BaseException:
+        named = provenance.source_offset(message.headers(), self.target.source)
+        return self._produce_failure(source_offset if named is None else named, error)
 
     def _too_large(self, source_offset: int | None, error: Any) -> RecordTooLargeError:
         return RecordTooLargeError(
