@@ -1,9 +1,11 @@
 """A writer resumes only once the transactions open in its destination partition ended.
 
-On the local broker a transaction's records are invisible to read_committed readers while
-it is open, and the committed end it reports is then 0: a resume computed at that moment
-stopped at the last checkpoint, and the records of the transaction, once it ended, were
-in the destination twice (seen once in the suite after a kill -9 mid-transaction)."""
+A transaction's records are invisible to read_committed readers while it is open: a
+resume computed at that moment would stop at the last checkpoint, and the records of the
+transaction, once it committed, would be in the destination twice. (Found on the stand-in
+broker the project used before Apache Kafka, after a kill -9 mid-transaction; on Kafka a
+successor's ``init_transactions`` ends its predecessor's transaction first, and another
+writer's transaction in a shared checkpoint partition is what the wait still covers.)"""
 
 from __future__ import annotations
 

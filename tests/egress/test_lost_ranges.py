@@ -2,9 +2,9 @@
 covering the lost offsets, so ingress goes on instead of waiting ``lost_segment_timeout``
 for a segment that can never come and halting the partition.
 
-The local broker cannot delete records (no DeleteRecords), so the planner's skip is fed
-to the data source's units as it hands it over: a batch whose end offsets list the
-partition as skipped."""
+Here the planner's skip is fed to the data source's units as it hands it over (a batch
+whose end offsets list the partition as skipped); records deleted at a real source with
+DeleteRecords and by retention: ``tests/egress/test_recovery.py``."""
 
 from __future__ import annotations
 

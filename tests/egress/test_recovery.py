@@ -81,8 +81,8 @@ def test_lost_checkpoint_and_lost_group_offsets_still_never_overlap(
 
 
 def recreate_shorter(local_stack, config, topic, count):
-    """A log that lost its end: the local broker has neither delete-records nor retention
-    by time, so the topic is re-created shorter and the topic id egress recorded is
+    """A log that lost its end (no broker operation truncates a log's end), so the topic
+    is re-created shorter and the topic id egress recorded is
     forgotten — the same topic as far as egress can tell (a re-created topic it can tell
     apart is held as another generation: ``test_recreated_topic``)."""
     admin = local_stack.admin(SOURCE)

@@ -20,9 +20,9 @@ from tests.fixtures.stack import SOURCE
 def test_streaming_picks_up_new_topics_serves_metrics_and_stops_cleanly_on_sigterm(
     local_stack, egress_config, unique, tmp_path
 ):
-    # The local broker cannot add partitions to a topic (no CreatePartitions), so a topic
-    # created mid-run and matched by topic_pattern exercises the same path: partitions the
-    # checkpoint has never seen start at their log start.
+    # A topic created mid-run and matched by topic_pattern: partitions the checkpoint has
+    # never seen start at their log start (partitions added to a topic mid-run:
+    # tests/test_growth_end_to_end.py).
     family = unique("live")
     first, second = f"{family}.a", f"{family}.b"
     create_topic(local_stack, first, 1)

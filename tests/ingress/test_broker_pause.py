@@ -1,11 +1,9 @@
 """A destination broker paused mid-transaction for longer than the transaction timeout:
 no partition is left stopped and the destination is exact afterwards.
 
-On the local broker the pause surfaces as produce requests timing out ("requires epoch
-bump"): the worker fails and is restarted. It neither expires transactions nor fences an
-older producer of a transactional id (checked: a second ``init_transactions`` leaves the
-first producer writing), so the fenced path is proved with a fenced writer in
-``test_workers_fenced``."""
+The pause surfaces as produce requests timing out ("requires epoch bump") or, once the
+coordinator has aborted the transaction after its timeout, as fencing: the worker fails
+and is restarted, and resumes from the destination."""
 
 from __future__ import annotations
 
