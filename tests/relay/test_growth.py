@@ -12,6 +12,7 @@ from confluent_kafka.admin import NewPartitions
 
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import await_leaders
+from replicator.relay.failover import UpstreamState, grown_partition_counts
 from replicator.relay.service import RelayService
 from tests.fixtures.independent import read_partition
 from tests.fixtures.relay import create_topic
@@ -84,3 +85,17 @@ def test_a_source_that_grows_while_the_relay_runs_is_relayed_exactly(
     produce(producer, setup.source, 6, 100)
     assert RelayService(setup.config, stop_at_end=True, handle_signals=False).run() == 0
     assert relayed_exactly(local_stack, setup, 6)
+
+
+def test_growth_is_read_from_the_first_healthy_upstream_in_order():
+    known = {"a": 4, "b": 2}
+    grown = UpstreamState(True, {("a", p): 0 for p in range(6)} | {("b", 0): 0, ("b", 1): 0})
+    same = UpstreamState(True, {("a", p): 0 for p in range(4)} | {("b", 0): 0, ("b", 1): 0})
+    down = UpstreamState(False, problem="no metadata")
+    assert grown_partition_counts(known, ["x", "y"], {"x": grown, "y": same}) == {"a": 6}
+    assert grown_partition_counts(known, ["x", "y"], {"x": same, "y": grown}) == {}
+    assert grown_partition_counts(known, ["x", "y"], {"x": down, "y": grown}) == {"a": 6}
+    assert grown_partition_counts(known, ["x"], {"x": down}) == {}
+    # A topic seen with fewer partitions than known (a stale look) is not a change.
+    fewer = UpstreamState(True, {("a", 0): 0, ("b", 0): 0, ("b", 1): 0})
+    assert grown_partition_counts(known, ["x"], {"x": fewer}) == {}
