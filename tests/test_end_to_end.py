@@ -6,7 +6,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 
 from confluent_kafka import Producer
 
@@ -16,6 +15,7 @@ from replicator.core.config import load_config
 from replicator.core.kafka import provenance
 from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import read_partition
+from tests.fixtures.pipeline import pipeline_toml, wait_for_replication
 from tests.fixtures.records import produce_every_shape
 from tests.fixtures.stack import DESTINATION, SOURCE
 
@@ -24,31 +24,7 @@ PARTITIONS = 3
 
 def test_records_cross_regions_exactly_once_with_every_shape(local_stack, unique, spark, tmp_path):
     topic, copy = unique("orders"), unique("orders.copy")
-    config_text = (
-        local_stack.config_path.read_text().split("[ingress]")[0]
-        + f"""
-[egress]
-region = "{SOURCE}"
-checkpoint_location = "{tmp_path / "checkpoint"}"
-state_dir = "{tmp_path / "state"}"
-group_id = "{unique("egress")}"
-[egress.topics."{topic}"]
-max_segment_messages = 40
-
-[ingress]
-region = "{DESTINATION}"
-group_id = "{unique("ingress")}"
-segment_events_topic = "{unique("events")}"
-segment_events_partitions = 4
-checkpoint_topic = "{unique("checkpoints")}"
-relist_interval = "1s"
-[[ingress.sources]]
-region = "{SOURCE}"
-topic = "{topic}"
-destination_topic = "{copy}"
-first_segment_delay = "0s"
-"""
-    )
+    config_text = pipeline_toml(local_stack, unique, tmp_path, topic, copy)
     path = tmp_path / "replicator.toml"
     path.write_text(config_text)
     config = load_config(path)
@@ -59,19 +35,7 @@ first_segment_delay = "0s"
 
     EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
 
-    # The replication stand-in copies the segments to the destination region's bucket.
-    s3 = local_stack.s3()
-    prefix = f"data/{SOURCE}/{topic}/"
-
-    def keys(bucket: str) -> set[str]:
-        listing = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
-        return {item["Key"] for item in listing.get("Contents", [])}
-
-    source_keys = keys(config.bucket(SOURCE))
-    deadline = time.monotonic() + 60
-    while keys(config.bucket(DESTINATION)) != source_keys:
-        assert time.monotonic() < deadline, "replication did not copy every segment"
-        time.sleep(0.3)
+    wait_for_replication(local_stack, topic)
 
     assert IngressService(config, stop_at_end=True, handle_signals=False).run() == 0
 

@@ -19,38 +19,20 @@ from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import await_leaders
 from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import read_partition
+from tests.fixtures.pipeline import pipeline_toml, wait_for_replication
 from tests.fixtures.stack import DESTINATION, SOURCE
 
 
 def config_text(local_stack, unique, tmp_path: Path, topic: str, copy: str) -> str:
-    return (
-        local_stack.config_path.read_text().split("[ingress]")[0]
-        + f"""
-[egress]
-region = "{SOURCE}"
-checkpoint_location = "{tmp_path / "checkpoint"}"
-state_dir = "{tmp_path / "state"}"
-group_id = "{unique("egress")}"
-trigger_interval = "250ms"
-[egress.defaults]
-max_segment_age = "1s"
-[egress.topics."{topic}"]
-max_segment_messages = 200
-
-[ingress]
-region = "{DESTINATION}"
-group_id = "{unique("ingress")}"
-segment_events_topic = "{unique("events")}"
-segment_events_partitions = 4
-checkpoint_topic = "{unique("checkpoints")}"
-relist_interval = "1s"
-descriptor_interval = "500ms"
-[[ingress.sources]]
-region = "{SOURCE}"
-topic = "{topic}"
-destination_topic = "{copy}"
-first_segment_delay = "0s"
-"""
+    return pipeline_toml(
+        local_stack,
+        unique,
+        tmp_path,
+        topic,
+        copy,
+        egress='trigger_interval = "250ms"\n[egress.defaults]\nmax_segment_age = "1s"',
+        topic_limits="max_segment_messages = 200",
+        ingress='descriptor_interval = "500ms"',
     )
 
 
@@ -96,20 +78,6 @@ def exact(local_stack, topic: str, copy: str, partitions: int) -> bool:
         return True
     except Exception:  # a destination partition not there yet
         return False
-
-
-def wait_for_replication(local_stack, topic: str) -> None:
-    """Until the replication stand-in copied every object of ``topic`` across."""
-    s3, config = local_stack.s3(), local_stack.config
-
-    def keys(bucket: str) -> set[str]:
-        listing = s3.list_objects_v2(Bucket=bucket, Prefix=f"data/{SOURCE}/{topic}/")
-        return {item["Key"] for item in listing.get("Contents", [])}
-
-    deadline = time.monotonic() + 60
-    while keys(config.bucket(DESTINATION)) != keys(config.bucket(SOURCE)):
-        assert time.monotonic() < deadline, "replication did not copy every object"
-        time.sleep(0.3)
 
 
 def wait_exact(local_stack, topic, copy, partitions, processes, logs) -> None:

@@ -20,39 +20,19 @@ from replicator.core.config import Config, load_config
 from replicator.core.kafka import provenance
 from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import read_partition, s3_segments
+from tests.fixtures.pipeline import pipeline_toml, wait_for_replication
 from tests.fixtures.stack import DESTINATION, SOURCE, LocalStack
 
 PARTITIONS = 2
 
 
 def pipeline_config(local_stack: LocalStack, unique, tmp_path: Path, topic: str, copy: str):
-    text = (
-        local_stack.config_path.read_text().split("[ingress]")[0]
-        + f"""
-[egress]
-region = "{SOURCE}"
-checkpoint_location = "{tmp_path / "checkpoint"}"
-state_dir = "{tmp_path / "state"}"
-group_id = "{unique("egress")}"
-[egress.topics."{topic}"]
-max_segment_messages = 50
-
-[ingress]
-region = "{DESTINATION}"
-group_id = "{unique("ingress")}"
-segment_events_topic = "{unique("events")}"
-segment_events_partitions = 4
-checkpoint_topic = "{unique("checkpoints")}"
-relist_interval = "1s"
-[[ingress.sources]]
-region = "{SOURCE}"
-topic = "{topic}"
-destination_topic = "{copy}"
-first_segment_delay = "0s"
-"""
-    )
     path = tmp_path / "replicator.toml"
-    path.write_text(text)
+    path.write_text(
+        pipeline_toml(
+            local_stack, unique, tmp_path, topic, copy, topic_limits="max_segment_messages = 50"
+        )
+    )
     return load_config(path)
 
 
@@ -62,17 +42,7 @@ def export(config: Config, spark) -> None:
 
 def replicate_and_replay(local_stack: LocalStack, config: Config, topic: str) -> None:
     """Wait for the replication stand-in to copy every segment, then replay to the end."""
-    s3 = local_stack.s3()
-    prefix = f"data/{SOURCE}/{topic}/"
-
-    def keys(bucket: str) -> set[str]:
-        listing = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
-        return {item["Key"] for item in listing.get("Contents", [])}
-
-    deadline = time.monotonic() + 60
-    while keys(config.bucket(DESTINATION)) != keys(config.bucket(SOURCE)):
-        assert time.monotonic() < deadline, "replication did not copy every segment"
-        time.sleep(0.3)
+    wait_for_replication(local_stack, topic)
     assert IngressService(config, stop_at_end=True, handle_signals=False).run() == 0
 
 

@@ -102,7 +102,7 @@ def test_descriptor_statistics_and_group_offsets_are_published(
     assert data["configs"]["max.message.bytes"] == "2000000"
     assert data["export_start"] == {"0": 0, "1": 0}
     _, stats = DriverState(config.egress.state_dir).read_partitions()
-    assert stats[(topic, 0)].records == 21 and stats[(topic, 1)].records == 21
+    assert stats[(topic, 0)].records == 20 and stats[(topic, 1)].records == 20
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": config.egress.group_id})

@@ -108,13 +108,13 @@ def test_offsets_the_source_no_longer_holds_stop_egress_with_the_range(
 
     with pytest.raises(
         EgressFailedError,
-        match=rf"data loss: topic {topic} partition 0: the log ends at offset 6 "
-        "but egress already exported up to 40",
+        match=rf"data loss: topic {topic} partition 0: the log ends at offset 5 "
+        "but egress already exported up to 39",
     ):
         run(config, spark)
     events = DriverState(config.egress.state_dir).data_loss_events()
     assert {(e["topic"], e["partition"], e["first"], e["last"]) for e in events} >= {
-        (topic, 0, 0, 5)
+        (topic, 0, 0, 4)
     }
     metrics = {m.name: m for m in EgressMetrics(config, SourceCatalog(config)).collect()}
     samples = metrics["replicator_egress_data_loss_events"].samples

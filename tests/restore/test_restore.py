@@ -72,7 +72,7 @@ def test_every_record_shape_restores_identically_into_a_new_topic_and_the_source
 ):
     topic, copy = unique("ledger"), unique("ledger.restored")
     config, path = exported_config(local_stack, tmp_path, unique, topic)
-    create_topic(local_stack, topic, PARTITIONS, **{"cleanup.policy": "compact"})
+    create_topic(local_stack, topic, PARTITIONS)  # not compacted: some shapes have no key
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
     produce_every_shape(producer, topic, PARTITIONS, 6, lambda _r, n: 1_700_000_000_000 + n)
     producer.flush(30)

@@ -241,7 +241,11 @@ class PartitionWriter:
         self._last_destination_offset = max(self._last_destination_offset, message.offset())
 
     def _delivery_error(self, error: Any, message: Any, source_offset: int) -> BaseException:
-        named = provenance.source_offset(message.headers(), self.target.source)
+        named = None
+        if message is not None and (
+            error.code() == KafkaError.MSG_SIZE_TOO_LARGE or error.code() in REFUSED_RECORD_CODES
+        ):
+            named = provenance.source_offset(message.headers(), self.target.source)
         return self._produce_failure(source_offset if named is None else named, error)
 
     def _too_large(self, source_offset: int | None, error: Any) -> RecordTooLargeError:
