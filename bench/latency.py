@@ -122,8 +122,9 @@ class ReadableTimes:
             }
         )
         try:
-            # Assigned, not subscribed: a group join takes seconds, and records committed before it ended would be timed at its end (measured:
-            # the first segments after the warm-up readable 2.5-2.8 s after their commit).
+            # Assigned, not subscribed: a group join takes seconds, and records committed
+            # before it ended would be timed at its end (measured: the first segments
+            # after the warm-up readable 2.5-2.8 s after their commit).
             while not consumer.list_topics(topic, timeout=5).topics[topic].partitions:
                 if self._stop.wait(0.5):
                     return

@@ -52,8 +52,8 @@ def settled_end(
     stable offset) has reached the log end. A writer that just fenced its predecessor
     calls this before reading the tail: a broker may end the predecessor's transaction
     after answering the fencing call, and records still in an open transaction are
-    invisible to read_committed readers. After ``wait`` seconds (another writer's transaction may stay open) the log
-    end, with a warning when ``wait`` was not 0."""
+    invisible to read_committed readers. After ``wait`` seconds (another writer's
+    transaction may stay open) the log end, with a warning when ``wait`` was not 0."""
     deadline = time.monotonic() + wait
     while True:
         low, log_end = uncommitted.get_watermark_offsets(tp, timeout=30)
