@@ -151,3 +151,40 @@ def deny_alter(local_stack, topic: str) -> None:
     admin = local_stack.admin(DESTINATION)
     for future in admin.create_acls(bindings).values():
         future.result(timeout=30)
+
+
+def test_destination_configs_keep_create_time_and_room_for_uncompressed_records():
+    configs = destination_configs(
+        {"message.timestamp.type": "LogAppendTime", "max.message.bytes": "2000000", "x": "1"}
+    )
+    assert configs["message.timestamp.type"] == "CreateTime"
+    assert int(configs["max.message.bytes"]) == 8 * 2_000_000 + 1024**2
+    assert "x" not in configs
+    assert int(destination_configs({"max.message.bytes": "50000000"})["max.message.bytes"]) == (
+        64 * 1024**2
+    )
+    assert int(destination_configs({})["max.message.bytes"]) == 8 * 1_048_588 + 1024**2
+
+
+def test_a_source_that_appears_after_ingress_started_is_picked_up(local_stack, ingress_setup):
+    setup = ingress_setup()
+    fast_refresh(setup)
+    service = IngressService(setup.config, handle_signals=False)
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()  # nothing in the bucket yet: egress has not started
+    try:
+        wait_ready(service)
+        setup.put_descriptor(2, export_start={0: 0, 1: 0})
+        for partition in range(2):
+            setup.put_segment(partition, 0, 9, segment_batch(0, 10))
+        wait_for(
+            lambda: (
+                [provenance_offsets(local_stack, setup, p) for p in range(2)]
+                == [list(range(10))] * 2
+            ),
+            "the late source was not replayed",
+        )
+    finally:
+        service.request_stop()
+        runner.join(30)
+    assert not runner.is_alive()
