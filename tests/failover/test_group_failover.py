@@ -49,10 +49,18 @@ def produce_with_a_transaction(bootstrap: str, topic: str, unique) -> int:
     for n in range(3):
         transactional.produce(topic, key=b"tx%d" % n, value=b"tx", partition=1)
     transactional.commit_transaction(30)
+    # A record after the commit marker: a group committed at the marker's offset resumes
+    # at a record, which the test checks. The coordinator writes the marker after the
+    # commit returns: wait until the partition's committed end is past it.
+    marker_at = (RECORDS - 1) + 3
+    deadline = time.monotonic() + 30
+    while watermarks(bootstrap, topic, 1)[1] <= marker_at:
+        assert time.monotonic() < deadline, "the commit marker was not written"
+        time.sleep(0.1)
+    producer.produce(topic, key=b"after", value=b"after the marker", partition=1)
     producer.flush(30)
     offsets = [r[0] for r in read_partition(bootstrap, topic, 1)]
-    log_end = watermarks(bootstrap, topic, 1)[1]  # the commit marker is the last offset
-    holes = sorted(set(range(offsets[0], log_end)) - set(offsets))
+    holes = sorted(set(range(offsets[0], offsets[-1])) - set(offsets))
     assert holes, f"no offset without a record in {offsets}"
     return holes[0]
 
