@@ -42,7 +42,7 @@ from replicator.core.segments.descriptor import read_descriptor
 from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.store import SegmentStore
 from replicator.core.signals import stop_on_signals
-from replicator.core.workers import GroupShare, WorkerPool, WriterSlots
+from replicator.core.workers import STOP_AT_END_SETTLE, GroupShare, WorkerPool, WriterSlots
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class IngressService:
         self._partitions: dict[tuple[str, str], int] = {}
         self._synced_configs: dict[tuple[str, str], dict[str, str]] = {}
         self._owned_events: set[int] = set()
-        self._share = GroupShare()
+        self._share = GroupShare(settle=STOP_AT_END_SETTLE)
         self._stop = threading.Event()
         self._bridge: SqsBridge | None = None
         self._group_sync: threading.Thread | None = None

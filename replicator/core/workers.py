@@ -44,6 +44,11 @@ class Worker(Protocol):
 W = TypeVar("W", bound=Worker)
 
 
+STOP_AT_END_SETTLE = 8.0
+"""Seconds an assignment stands before a ``--stop-at-end`` member may take its share for
+final: longer than the services' 6 s group session (:class:`GroupShare`)."""
+
+
 class GroupShare:
     """The share of a consumer group's partitions this member holds, as ``--stop-at-end``
     must see it.
@@ -55,14 +60,26 @@ class GroupShare:
     the others only at the next rebalance, which its leaving starts after they have
     ended too). So a member is done only while it holds an assignment and every worker
     of that assignment is done; an assignment of nothing is a share with nothing to do.
+
+    And only once that assignment has stood for ``settle`` seconds (longer than the
+    group session): a member killed without leaving keeps its share, in the group's
+    eyes, until its session expires, and the rebalance that follows gives that share to
+    the members still there. A member that ended before it would leave those partitions
+    to nobody (seen on Apache Kafka: a new instance finished its own share 4 s after
+    joining, beside the killed instance's members, and exited with a partition never
+    replayed).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, settle: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._assigned_once = threading.Event()
         self._holding = threading.Event()
+        self._settle = settle
+        self._clock = clock
+        self._assigned_at = 0.0
 
     def assigned(self) -> None:
         """The group gave this member its share (the assign callback ran)."""
+        self._assigned_at = self._clock()
         self._holding.set()
         self._assigned_once.set()
 
@@ -77,8 +94,10 @@ class GroupShare:
         return self._assigned_once.is_set()
 
     def done(self, pool: WorkerPool[Any]) -> bool:
-        """``--stop-at-end``: every worker of a share this member holds now is done."""
-        return self._holding.is_set() and pool.finished()
+        """``--stop-at-end``: every worker of a share this member holds now, and has held
+        for ``settle`` seconds, is done."""
+        settled = self._clock() - self._assigned_at >= self._settle
+        return self._holding.is_set() and settled and pool.finished()
 
 
 class WorkerPool(Generic[W]):

@@ -34,7 +34,7 @@ from replicator.core.kafka.topics import prepare_destination
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.malloc import tune_process_memory
 from replicator.core.signals import stop_on_signals
-from replicator.core.workers import GroupShare, WorkerPool
+from replicator.core.workers import STOP_AT_END_SETTLE, GroupShare, WorkerPool
 from replicator.relay.failover import UpstreamState, backoff, grown_partition_counts
 from replicator.relay.groups import group_sync
 from replicator.relay.health import UpstreamHealth
@@ -74,7 +74,7 @@ class RelayService:
         """The last growth failure reported per topic (reported once, not every turn)."""
         self._stop_offsets: dict[tuple[str, int], int] = {}
         self._owned_slots: set[int] = set()
-        self._share = GroupShare()
+        self._share = GroupShare(settle=STOP_AT_END_SETTLE)
         self._stop = threading.Event()
         self._loop_beat = Heartbeat("assignment-loop", self.relay.stall_timeout)
         self.probes = self._health_checks()

@@ -112,3 +112,17 @@ def test_an_assignment_of_nothing_is_a_share_with_nothing_to_do():
     share = GroupShare()
     share.assigned()
     assert share.done(pool)
+
+
+def test_a_share_is_final_only_once_it_stood_longer_than_a_group_session():
+    now = [100.0]
+    pool: WorkerPool[FakeWorker] = WorkerPool(lambda source: FakeWorker(source))
+    share = GroupShare(settle=8.0, clock=lambda: now[0])
+    share.assigned()  # an empty share: nothing to do, but a dead member may hold more
+    assert not share.done(pool)
+    now[0] += 7.9
+    assert not share.done(pool)
+    now[0] += 0.2
+    assert share.done(pool)
+    share.assigned()  # a rebalance (a dead member's session expired): the clock restarts
+    assert not share.done(pool)
