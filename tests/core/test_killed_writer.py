@@ -24,9 +24,8 @@ import pyarrow as pa
 from replicator.core.kafka.writer import PartitionWriter
 from tests.fixtures.independent import read_partition, watermarks
 from tests.fixtures.ingress import segment_batch
-from tests.fixtures.stack import LocalStack
+from tests.fixtures.stack import LocalStack, log_end
 from tests.fixtures.writer import WriterDestination, writer_destination
-from tests.ingress.test_takeover import log_end
 
 TIMEOUT_SECONDS = 5.0
 

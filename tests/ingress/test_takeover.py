@@ -17,8 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
 from replicator.core.faults import (
     WRITER_AFTER_CHECKPOINT_BEFORE_COMMIT,
@@ -30,7 +28,7 @@ from replicator.core.kafka.provenance import SourcePartition, source_offset
 from tests.fixtures.independent import read_partition, watermarks
 from tests.fixtures.ingress import provenance_offsets, segment_batch
 from tests.fixtures.ingress import start_ingress as start_instance
-from tests.fixtures.stack import DESTINATION, SOURCE
+from tests.fixtures.stack import DESTINATION, SOURCE, log_end
 
 PARTITIONS = 4
 SEGMENTS = 8
@@ -56,12 +54,6 @@ def replaying(log: Path) -> set[int]:
     """The source partitions whose workers the instance started."""
     text = log.read_text(errors="replace")
     return {int(p) for p in re.findall(r"-(\d+) resumes at source offset", text)}
-
-
-def log_end(local_stack, topic: str, partition: int) -> int:
-    admin = local_stack.admin(DESTINATION)
-    futures = admin.list_offsets({TopicPartition(topic, partition): OffsetSpec.latest()})
-    return int(next(iter(futures.values())).result(timeout=10).offset)
 
 
 def last_checkpoint(local_stack, setup, partition: int) -> int:

@@ -16,8 +16,7 @@ from replicator.core.kafka import provenance
 from tests.fixtures.groups import join_and_leave
 from tests.fixtures.independent import read_partition
 from tests.fixtures.relay import create_topic, record_counts, start_relay
-from tests.fixtures.stack import DESTINATION, SOURCE
-from tests.ingress.test_takeover import log_end
+from tests.fixtures.stack import DESTINATION, SOURCE, log_end
 
 PARTITIONS = 4
 RECORDS = 8000
