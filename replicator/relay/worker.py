@@ -127,6 +127,8 @@ class RelayWorker(threading.Thread):
         self._last_from = "an upstream before this worker started"
         """Where ``_last`` was read: an upstream, or the destination after a restart."""
         self._fetch_problem = ""
+        self._committed: int | None = None
+        """The next source offset of the last commit (None: nothing relayed yet)."""
         self._consumer: Any = None
         self.log = ContextLog(
             log, partition_fields(self.relay.origin, topic.source_topic, partition)
@@ -169,19 +171,21 @@ class RelayWorker(threading.Thread):
         try:
             resume = writer.open()
             self._last = self._last_relayed(resume)
+            self._committed = resume.next_source_offset
             try:
                 self._relay(writer, resume)
             except HALTING_ERRORS as exc:
+                # The open transaction's records are aborted: the halt records the next
+                # offset of the last commit, so a restart relays them again.
                 writer.abort()
-                at = self.status.next_offset if self.status.next_offset is not None else 0
-                writer.record_halt(at, str(exc))
+                if self._committed is not None:
+                    writer.record_halt(self._committed, str(exc))
                 raise
         finally:
             writer.close()
 
     def _relay(self, writer: RecordWriter, resume: ResumePoint) -> None:
         next_offset = resume.next_source_offset
-        committed = next_offset
         opened: float | None = None  # when the open transaction's first record was written
         attempt = 0
         while not self._stopping.is_set():
@@ -195,12 +199,12 @@ class RelayWorker(threading.Thread):
                 continue
             attempt = 0
             if next_offset is None:
-                next_offset = committed = self._start_offset(upstream)
+                next_offset = self._committed = self._start_offset(upstream)
                 self.log.info("nothing relayed yet: starting at offset %d", next_offset)
             self.status.next_offset = next_offset
             if self.stop_at is not None and next_offset >= self.stop_at:
-                if committed != next_offset or opened is not None:
-                    writer.commit(next_offset)
+                if self._committed != next_offset or opened is not None:
+                    self._commit(writer, next_offset)
                 self.status.state = "done"
                 return
             messages, end_seen = self._read(upstream, next_offset)
@@ -213,14 +217,17 @@ class RelayWorker(threading.Thread):
             # commit now, so records wait for the next ones only while more are coming.
             caught_up = len(messages) < READ_BATCH
             due = opened is not None and time.monotonic() - opened >= self.relay.checkpoint_interval
-            if due or (caught_up and (opened is not None or committed != next_offset)):
-                writer.commit(next_offset)
-                committed, opened = next_offset, None
-                self.status.next_offset = next_offset
+            if due or (caught_up and (opened is not None or self._committed != next_offset)):
+                self._commit(writer, next_offset)
+                opened = None
             self.status.state = "caught-up" if caught_up else "relaying"
             self._report_lag(upstream, next_offset)
-        if next_offset is not None and (opened is not None or committed != next_offset):
-            writer.commit(next_offset)  # a stop request: keep what was written
+        if next_offset is not None and (opened is not None or self._committed != next_offset):
+            self._commit(writer, next_offset)  # a stop request: keep what was written
+
+    def _commit(self, writer: RecordWriter, next_offset: int) -> None:
+        writer.commit(next_offset)
+        self._committed = self.status.next_offset = next_offset
 
     def _write(self, writer: RecordWriter, messages: list[Any]) -> int:
         records = pa.Table.from_batches([messages_to_records(messages)])

@@ -1,0 +1,93 @@
+"""A partition that halts in the middle of a transaction records only what was committed:
+after the operator fixes the cause and restarts, the relay resumes at the first record
+never committed, so every source record reaches the destination exactly once.
+
+The relay worker runs against the local stack's source broker and writes into the
+in-memory writer, which keeps the writer contract (records visible only at a commit, an
+abort drops them, ``open`` resumes at the furthest of the committed records and the last
+checkpoint, as the real writer does)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+
+from replicator.core.filters import FilterChain, NamedFilter
+from replicator.core.kafka.testing import MemoryWriter
+from replicator.relay import worker as relay_worker
+from replicator.relay.failover import UpstreamState
+from replicator.relay.metrics import RelayMetrics
+from replicator.relay.worker import RelayWorker
+from tests.fixtures.relay import create_topic
+from tests.fixtures.stack import SOURCE
+
+RECORDS = 6_000
+BATCH = 200
+BREAKS_AT = 3_000
+"""The filter raises on the read holding this offset: far from any commit."""
+
+
+def _keep_all(records: pa.Table) -> list[bool]:
+    return [True] * records.num_rows
+
+
+def _broken_at(offset: int) -> Any:
+    def decide(records: pa.Table) -> list[bool]:
+        offsets = records.column("offset").to_pylist()
+        if offsets[0] <= offset <= offsets[-1]:
+            raise RuntimeError(f"cannot decide offset {offset}")
+        return [True] * records.num_rows
+
+    return decide
+
+
+def _run(setup: Any, writer: MemoryWriter, decide: Any) -> RelayWorker:
+    relay = setup.config.relay
+    worker = RelayWorker(
+        setup.config,
+        relay.topics[0],
+        0,
+        RelayMetrics(),
+        lambda: {SOURCE: UpstreamState(True)},
+        open_writer=lambda _target: writer,
+        filters=FilterChain([NamedFilter("tests:filter", decide)]),
+        stop_at=RECORDS,
+    )
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), f"the worker did not end: {worker.status}"
+    return worker
+
+
+def test_a_halt_mid_transaction_records_only_what_was_committed(
+    local_stack, relay_setup, monkeypatch: pytest.MonkeyPatch
+):
+    # Full reads of BATCH records and a transaction that stays open for an hour: the
+    # open transaction holds thousands of records when the filter breaks.
+    monkeypatch.setattr(relay_worker, "READ_BATCH", BATCH)
+    setup = relay_setup(relay_options='checkpoint_interval = "1h"')
+    create_topic(local_stack.bootstrap(SOURCE), setup.source, 1)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE), "linger.ms": 5})
+    for i in range(RECORDS):
+        producer.produce(setup.source, value=b"v%d" % i, partition=0)
+    producer.flush(30)
+
+    writer = MemoryWriter()
+    halted = _run(setup, writer, _broken_at(BREAKS_AT))
+    assert halted.status.state == "halted", halted.status
+    assert "cannot decide offset 3000" in writer.halted
+    assert writer.checkpoints[-1] <= BREAKS_AT, (
+        f"the halt recorded next source offset {writer.checkpoints[-1]}, but only "
+        f"{len(writer.committed)} records were committed"
+    )
+    assert writer.checkpoints[-1] == len(writer.committed)
+
+    fixed = _run(setup, writer, _keep_all)  # the operator fixed the filter
+    assert fixed.status.state == "done", fixed.status
+    assert writer.committed == list(range(RECORDS)), (
+        f"{len(writer.committed)} records committed, "
+        f"{len(set(range(RECORDS)) - set(writer.committed))} source offsets missing"
+    )
