@@ -16,9 +16,10 @@ in the destination partition's tail (read_committed), read once no transaction i
 that partition any more (a fenced predecessor's may end only after the fencing call
 returned; records of an open transaction are invisible until it ends). What is in the
 destination is the truth: a segment may end in offsets without records (so the checkpoint
-can be ahead of the tail), and brokers that show aborted records to read_committed
-readers (the local test broker does) see them counted as delivered and never get them
-twice.
+can be ahead of the tail), and a checkpoint claiming a record at or beyond the
+partition's log end is no resume point at all (the partition was deleted and created
+again: the writer starts as if that checkpoint were not there, and the records are
+written again).
 
 Encoding is pure; :class:`CheckpointStore` does the reading and the writing.
 """
@@ -26,6 +27,7 @@ Encoding is pure; :class:`CheckpointStore` does the reading and the writing.
 from __future__ import annotations
 
 import json
+import logging
 import zlib
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -33,10 +35,13 @@ from typing import Any
 from confluent_kafka import Producer, TopicPartition
 
 from replicator.core.kafka import provenance
+from replicator.core.kafka.clients import LEADER_NOT_READY, retry_while_moving
 from replicator.core.kafka.errors import CheckpointError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.tail import scan_back, settled_end, tail_reader, watermark_reader
 from replicator.core.untrusted_json import Kinds, check_fields, json_object
+
+log = logging.getLogger(__name__)
 
 TAIL_READER_GROUP = "replicator-tail-reader"
 """Never joined: tail scans assign partitions by hand."""
@@ -158,8 +163,31 @@ def furthest(checkpoint: Checkpoint | None, tail: tuple[int, int] | None) -> Res
         candidates.append((source_offset + 1, destination_offset))
     if not candidates:
         return ResumePoint(None, -1, checkpoint)
-    next_offset, destination_offset = max(candidates)
+    # Both grow together; the furthest of each (a checkpoint an earlier version wrote
+    # after a commit without records claims destination offset -1 with its source offset).
+    next_offset = max(c[0] for c in candidates)
+    destination_offset = max(c[1] for c in candidates)
     return ResumePoint(next_offset, destination_offset, checkpoint)
+
+
+def claims_what_is_there(checkpoint: Checkpoint, log_end: int) -> bool:
+    """Whether the records ``checkpoint`` claims can be in a destination partition whose
+    log ends at ``log_end``. Retention, DeleteRecords and compaction move a log's start,
+    never its end: a record it claims at or beyond the end means the partition is not the
+    one it was written into (deleted and created again, or truncated). Pure."""
+    return checkpoint.destination_offset < log_end
+
+
+def _warn_stale(target: WriteTarget, checkpoint: Checkpoint, log_end: int) -> None:
+    log.warning(
+        "%s: checkpoint %s claims a record at destination offset %d but the partition ends "
+        "at %d (deleted and created again?): not a resume point; resuming as if it were "
+        "not there",
+        target,
+        target.checkpoint_key,
+        checkpoint.destination_offset,
+        log_end,
+    )
 
 
 class CheckpointStore:
@@ -185,6 +213,40 @@ class CheckpointStore:
             partition=checkpoint_partition(target.checkpoint_key, self.partitions),
         )
 
+    def latest(self, key: str) -> bytes | None:
+        """The latest committed value of ``key``: a record kept beside the checkpoints
+        under a key no checkpoint has (``relay-identity/…``), None if there is none."""
+        consumer = tail_reader(self.kafka, TAIL_READER_GROUP)
+        ends = watermark_reader(self.kafka, TAIL_READER_GROUP)
+        try:
+            tp = TopicPartition(self.topic, checkpoint_partition(key, self.partitions))
+            low, high = retry_while_moving(
+                lambda: ends.get_watermark_offsets(tp, timeout=30), LEADER_NOT_READY
+            )
+            wanted = key.encode()
+            found = scan_back(
+                consumer, tp, low, high, lambda m: m.value() if m.key() == wanted else None
+            )
+        finally:
+            consumer.close()
+            ends.close()
+        return found[1] if found else None
+
+    def put(self, key: str, value: bytes) -> None:
+        """Write ``key`` (see :meth:`latest`), acknowledged by every in-sync replica."""
+        producer = Producer({**self.kafka, "acks": "all", "enable.idempotence": True})
+        failures: list[Any] = []
+        producer.produce(
+            self.topic,
+            key=key.encode(),
+            value=value,
+            partition=checkpoint_partition(key, self.partitions),
+            on_delivery=lambda error, _message: failures.append(error) if error else None,
+        )
+        if producer.flush(30) or failures:
+            why = failures[0].str() if failures else "not acknowledged within 30 s"
+            raise CheckpointError(f"could not write {key} to {self.topic}: {why}")
+
     def resume_point(self, target: WriteTarget, *, settle: float = 0.0) -> ResumePoint:
         """Where ``target``'s writer resumes. A writer calls it just after fencing earlier
         writers with ``settle`` > 0: it then waits up to that many seconds for their
@@ -208,6 +270,9 @@ class CheckpointStore:
             checkpoint = found[1] if found else None
             dtp = TopicPartition(target.destination_topic, target.destination_partition)
             low, high = settled_end(consumer, ends, dtp, settle)
+            if checkpoint is not None and not claims_what_is_there(checkpoint, high):
+                _warn_stale(target, checkpoint, high)
+                checkpoint = None
             floor = max(low, checkpoint.destination_offset) if checkpoint else low
             tail = scan_back(
                 consumer,

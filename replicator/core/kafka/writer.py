@@ -150,7 +150,12 @@ class PartitionWriter:
         resume."""
         self._opened_at = time.monotonic()
         self._call(lambda: self._producer.init_transactions(60))
-        return self._checkpoints.resume_point(self.target, settle=SETTLE_WAIT)
+        resume = self._checkpoints.resume_point(self.target, settle=SETTLE_WAIT)
+        # A first commit without records (all filtered, aborted or compacted away) keeps
+        # claiming the last record written before, not "none" (-1): the checkpoint with
+        # the furthest source offset is the resume point that translation trusts.
+        self._last_destination_offset = resume.destination_offset
+        return resume
 
     # -- records --------------------------------------------------------------------------
 
