@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from egress.planning import TopicPartitionKey
 from replicator.core.config import Config, required
-from replicator.core.kafka.clients import client_config, retry_while_coordinator_moves
+from replicator.core.kafka.clients import client_config, retry_while_moving
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.segments.store import SegmentStore
 
@@ -110,7 +110,7 @@ class SourceCatalog:
         consumer = Consumer(client_config(self.kafka, group_id=self.egress.group_id))
         try:
             wanted = [TopicPartition(t, p) for t, p in tps]
-            found = retry_while_coordinator_moves(lambda: consumer.committed(wanted, timeout=30))
+            found = retry_while_moving(lambda: consumer.committed(wanted, timeout=30))
         finally:
             consumer.close()
         return {(tp.topic, tp.partition): tp.offset for tp in found if tp.offset >= 0}

@@ -495,12 +495,19 @@ class RelayConfig(_Model):
     """``/healthz`` fails when the assignment loop or the upstream checks have not come
     round their loops for this long."""
     topics: list[RelayTopic] = Field(min_length=1)
+    origin: RegionName = ""
+    """The name provenance, checkpoint keys and work placement give the upstream offsets
+    (identical upstreams share their offsets, so one name serves them all). Default: the
+    first of ``sources``. The relay records it in its checkpoint topic and refuses to
+    start under another one: set it to the recorded name when the list of sources is
+    edited (a dead first upstream removed, preference reordered)."""
 
-    @property
-    def origin(self) -> str:
-        """The name provenance and checkpoints give the upstream offsets: the first source
-        (identical upstreams share their offsets, so one name serves them all)."""
-        return self.sources[0]
+    @model_validator(mode="before")
+    @classmethod
+    def _default_origin(cls, data: Any) -> Any:
+        if isinstance(data, dict) and not data.get("origin") and data.get("sources"):
+            return {**data, "origin": data["sources"][0]}
+        return data
 
 
 class CompactionTopicConfig(_Model):

@@ -13,3 +13,13 @@ class UpstreamMismatchError(ReplicatorError):
 class SourceDataLossError(ReplicatorError):
     """The next offset to relay is no longer in the upstream's log (retention outran the
     relay); names the topic, partition and offsets."""
+
+
+class RelayIdentityError(ReplicatorError):
+    """The config names the upstream offsets otherwise than the relay recorded at its
+    first start (see :mod:`replicator.relay.identity`); nothing is relayed."""
+
+
+class StopOffsetsError(ReplicatorError):
+    """``--stop-at-end`` could not learn where every relayed partition ends; nothing is
+    relayed (a partition without a stop offset would keep the run from ending)."""

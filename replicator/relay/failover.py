@@ -121,3 +121,19 @@ def grown_partition_counts(
             counts[topic] = max(counts.get(topic, 0), partition + 1)
         return {t: n for t, n in sorted(counts.items()) if n > known.get(t, n)}
     return {}
+
+
+def stop_offsets(
+    partitions: Mapping[str, int], order: Sequence[str], states: Mapping[str, UpstreamState]
+) -> tuple[str, dict[TopicPartitionKey, int]] | None:
+    """For ``--stop-at-end``: the first healthy upstream in ``order`` whose last check gave
+    the end offset of every relayed partition (``partitions``: topic -> count), with those
+    ends; None while none has. A worker without a stop offset would never be done."""
+    wanted = [(t, p) for t, n in sorted(partitions.items()) for p in range(n)]
+    for name in order:
+        state = states.get(name)
+        if state is None or not state.healthy:
+            continue
+        if all(tp in state.log_ends for tp in wanted):
+            return name, {tp: state.log_ends[tp] for tp in wanted}
+    return None

@@ -7,7 +7,8 @@ among the partitions the group assigns it. When an instance dies, the group reas
 slots and the new owner's writer fences it and resumes exactly where the destination
 says it stopped.
 
-At start: the checkpoint and assignment topics are created when missing, and every
+At start: the checkpoint and assignment topics are created when missing, the relay's
+identity is recorded or checked (:mod:`replicator.relay.identity`), and every
 destination topic is created like its source (partition count, copied configs) or
 checked to have enough partitions, before anything is relayed.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -35,9 +37,16 @@ from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.malloc import tune_process_memory
 from replicator.core.signals import stop_on_signals
 from replicator.core.workers import STOP_AT_END_SETTLE, GroupShare, WorkerPool
-from replicator.relay.failover import UpstreamState, backoff, grown_partition_counts
+from replicator.relay.errors import StopOffsetsError
+from replicator.relay.failover import (
+    UpstreamState,
+    backoff,
+    grown_partition_counts,
+    stop_offsets,
+)
 from replicator.relay.groups import group_sync
 from replicator.relay.health import UpstreamHealth
+from replicator.relay.identity import check_identity
 from replicator.relay.metrics import RelayMetrics
 from replicator.relay.worker import RelayWorker
 
@@ -137,6 +146,7 @@ class RelayService:
                 "relay.checkpoint_partitions",
                 {"cleanup.policy": "compact"},
             )
+            check_identity(self.checkpoints, self.relay)
             ensure_service_topic(
                 admin,
                 self.relay.assignment_topic,
@@ -173,15 +183,36 @@ class RelayService:
             return {k: e.value for k, e in entries.items() if e.value is not None}
         return {}
 
-    def _fix_stop_offsets(self) -> None:
-        """With ``--stop-at-end``: the log ends seen now, on the first healthy upstream."""
-        states = self.health.states()
-        for name in self.relay.sources:
-            state = states.get(name)
-            if state is not None and state.healthy:
-                self._stop_offsets = dict(state.log_ends)
+    def _fix_stop_offsets(self) -> bool:
+        """With ``--stop-at-end``: the log end of every relayed partition, seen now on the
+        first upstream that gives them all; retried with backoff while none does, for at
+        most ``stall_timeout`` (then StopOffsetsError). False if a stop came first."""
+        deadline = time.monotonic() + self.relay.stall_timeout
+        attempt = 0
+        while not self._stop.is_set():
+            self._loop_beat.beat()
+            found = stop_offsets(self._partitions, self.relay.sources, self.health.states())
+            if found is not None:
+                name, self._stop_offsets = found
                 log.info("stop-at-end: relaying up to the ends of %s seen at start", name)
-                return
+                return True
+            delay = backoff(attempt)
+            if time.monotonic() + delay > deadline:
+                raise StopOffsetsError(
+                    "--stop-at-end: no upstream of "
+                    f"{', '.join(self.relay.sources)} gave the end offset of every relayed "
+                    f"partition within {self.relay.stall_timeout:.0f} s (stall_timeout); "
+                    "nothing was relayed"
+                )
+            attempt += 1
+            log.warning(
+                "--stop-at-end: no upstream gave the end offset of every relayed partition "
+                "yet; asking again in %.1fs",
+                delay,
+            )
+            self._stop.wait(delay)
+            self.health.check_all()
+        return False
 
     # -- running --------------------------------------------------------------------------
 
@@ -194,8 +225,8 @@ class RelayService:
                 if counts is None:
                     return 0
                 self.prepare(counts)
-                if self.stop_at_end:
-                    self._fix_stop_offsets()
+                if self.stop_at_end and not self._fix_stop_offsets():
+                    return 0
                 self.health.start()
                 halted = self._serve()
         finally:
@@ -318,7 +349,7 @@ class RelayService:
             self.health.states,
             open_writer=self._writer,
             filters=self._filters[source.topic],
-            stop_at=self._stop_offsets.get((source.topic, source.partition))
+            stop_at=self._stop_offsets[(source.topic, source.partition)]
             if self.stop_at_end
             else None,
             start_from="earliest"

@@ -4,7 +4,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from replicator.core.kafka.clients import (
     client_config,
     ensure_topic,
-    retry_while_coordinator_moves,
+    retry_while_moving,
 )
 from tests.fixtures.records import every_shape
 from tests.fixtures.stack import DESTINATION, SOURCE
@@ -59,17 +59,17 @@ def test_a_call_is_repeated_while_the_group_coordinator_moves_and_not_otherwise(
             raise KafkaException(KafkaError(code))
         return "answered"
 
-    assert retry_while_coordinator_moves(call, pause=0) == "answered"
+    assert retry_while_moving(call, pause=0) == "answered"
     assert len(calls) == 3
 
     def refused() -> str:
         raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
 
     with pytest.raises(KafkaException):
-        retry_while_coordinator_moves(refused, pause=0)
+        retry_while_moving(refused, pause=0)
 
     def never_ready() -> str:
         raise KafkaException(KafkaError(KafkaError.NOT_COORDINATOR))
 
     with pytest.raises(KafkaException):
-        retry_while_coordinator_moves(never_ready, timeout=0.05, pause=0.01)
+        retry_while_moving(never_ready, timeout=0.05, pause=0.01)

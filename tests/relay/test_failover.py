@@ -9,8 +9,10 @@ import time
 from collections.abc import Callable
 
 from infra.ports import free_port
+from replicator.core.config import Config, load_config
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.relay.errors import RelayIdentityError
 from replicator.relay.service import RelayService
 from tests.fixtures.independent import read_partition
 from tests.fixtures.relay import UPSTREAM_B, create_topic, produce, record_counts
@@ -49,6 +51,10 @@ def run_in_background(service: RelayService) -> threading.Thread:
     thread = threading.Thread(target=service.run, daemon=True)
     thread.start()
     return thread
+
+
+def relay_once(config: Config) -> int:
+    return RelayService(config, stop_at_end=True, handle_signals=False).run()
 
 
 def switches(service: RelayService, setup, reason: str) -> float:
@@ -168,3 +174,40 @@ def test_with_no_upstream_answering_the_relay_waits_and_never_exits_by_itself(
     service.request_stop()
     thread.join(30)
     assert not thread.is_alive()
+
+
+def test_an_edited_list_of_upstreams_relays_nothing_twice(
+    local_stack, relay_setup, extra_broker, tmp_path
+):
+    setup = relay_setup(
+        sources=(UPSTREAM_B, SOURCE), mode="failover", east_b=extra_broker.bootstrap
+    )
+    both = [extra_broker.bootstrap, local_stack.bootstrap(SOURCE)]
+    for bootstrap in both:
+        create_topic(bootstrap, setup.source, PARTITIONS)
+    produce(both, setup.source, records(0, 200))
+    assert relay_once(setup.config) == 0
+
+    # The first upstream is lost for good; the operator removes it from the list.
+    extra_broker.kill()
+    produce([local_stack.bootstrap(SOURCE)], setup.source, records(200, 100))
+    text = (
+        setup.path.read_text()
+        .replace(f'sources = ["{UPSTREAM_B}", "{SOURCE}"]', f'sources = ["{SOURCE}"]')
+        .replace('mode = "failover"', 'mode = "single"')
+    )
+    edited = tmp_path / "edited.toml"
+    edited.write_text(text)
+    try:
+        refusal = f"exit code {relay_once(load_config(edited))}"
+    except RelayIdentityError as exc:
+        refusal = str(exc)
+    assert relayed(local_stack, setup) == 200, (
+        f"{relayed(local_stack, setup)} records in the destination where 200 were relayed: "
+        "records written again under another origin name"
+    )
+    assert f'set origin = "{UPSTREAM_B}"' in refusal
+
+    edited.write_text(text.replace("[relay]\n", f'[relay]\norigin = "{UPSTREAM_B}"\n'))
+    assert relay_once(load_config(edited)) == 0
+    assert_exact(local_stack, setup)

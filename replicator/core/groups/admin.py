@@ -17,7 +17,7 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
 from replicator.core.groups.errors import GroupActiveError
-from replicator.core.kafka.clients import retry_while_coordinator_moves
+from replicator.core.kafka.clients import retry_while_moving
 from replicator.core.kafka.errors import BrokerError
 
 ADMIN_TIMEOUT = 30.0
@@ -80,7 +80,7 @@ class GroupAdmin:
             return future.result(timeout=ADMIN_TIMEOUT).topic_partitions or []
 
         try:
-            listed = retry_while_coordinator_moves(listed_offsets)
+            listed = retry_while_moving(listed_offsets)
         except KafkaException as exc:
             raise BrokerError.from_kafka(
                 f"reading offsets of group {group!r} on {self._where}", exc.args[0]

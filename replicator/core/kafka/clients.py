@@ -106,19 +106,34 @@ a moment later, it answers."""
 Result = TypeVar("Result")
 
 
-def retry_while_coordinator_moves(
-    call: Callable[[], Result], timeout: float = 30.0, pause: float = 0.2
+LEADER_NOT_READY = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+"""Answers about a partition its broker does not lead yet: a topic created a moment ago
+(see :func:`await_leaders`), a broker restarting. Asked again, it answers."""
+
+
+def retry_while_moving(
+    call: Callable[[], Result],
+    codes: frozenset[int] = COORDINATOR_NOT_READY,
+    timeout: float = 30.0,
+    pause: float = 0.2,
 ) -> Result:
-    """``call()``, repeated while it fails with :data:`COORDINATOR_NOT_READY` and
-    ``timeout`` seconds have not passed; any other failure, or the last, is raised."""
+    """``call()``, repeated while it fails with one of ``codes`` (a coordinator or leader
+    on the move: :data:`COORDINATOR_NOT_READY`, :data:`LEADER_NOT_READY`) and ``timeout``
+    seconds have not passed; any other failure, or the last, is raised."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             return call()
         except KafkaException as exc:
-            if exc.args[0].code() not in COORDINATOR_NOT_READY or time.monotonic() > deadline:
+            if exc.args[0].code() not in codes or time.monotonic() > deadline:
                 raise
-            log.info("group coordinator not ready (%s); asking again", exc.args[0].str())
+            log.info("not ready (%s); asking again", exc.args[0].str())
             time.sleep(pause)
 
 

@@ -1,0 +1,73 @@
+"""The relay's identity: the origin name its offsets carry, kept stable across edits of
+the list of upstreams.
+
+Provenance headers, checkpoint keys, ``transactional.id``\\ s and work placement all name
+the upstream offsets by one origin (``[relay] origin``, by default the first of
+``sources``). If that name changed with an edit of the list (a dead first upstream
+removed after a disaster, preference reordered), a restart would find no checkpoint and
+no provenance of its own: it would copy the whole retained log again (or skip it with
+``start_from = "latest"``), and group translation would find nothing. So the first start
+records the origin beside the checkpoints, and a start under another origin is refused
+before anything is written, naming the recorded one.
+
+The record's key: ``relay-identity/{group_id}`` in the relay's checkpoint topic (no
+checkpoint key has this form: theirs start with a topic name, which holds no "/").
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from replicator.core.config import RelayConfig
+from replicator.core.kafka.checkpoints import CheckpointStore
+from replicator.core.untrusted_json import check_fields, json_object
+from replicator.relay.errors import RelayIdentityError
+
+log = logging.getLogger(__name__)
+
+MAX_IDENTITY_BYTES = 64 * 1024
+
+
+def identity_key(group_id: str) -> str:
+    return f"relay-identity/{group_id}"
+
+
+def recorded_origin(raw: bytes, where: str) -> str:
+    """The origin of a recorded identity; RelayIdentityError naming ``where`` if it
+    cannot be read. Pure."""
+    try:
+        data = check_fields(json_object(raw, MAX_IDENTITY_BYTES), {"origin": (str, True)})
+    except ValueError as exc:
+        raise RelayIdentityError(f"the relay identity {where} is unreadable ({exc})") from None
+    return str(data["origin"])
+
+
+def origin_problem(recorded: str, relay: RelayConfig, where: str) -> str | None:
+    """Why this config may not relay under the identity ``recorded`` (None: it may). Pure."""
+    if recorded == relay.origin:
+        return None
+    return (
+        f"this relay (group_id {relay.group_id!r}) names its upstream offsets {recorded!r}, "
+        f"as recorded {where}; this config names them {relay.origin!r} ([relay] origin, by "
+        "default the first of sources). Under another name it would find none of its "
+        "checkpoints and provenance, and copy every topic again: set "
+        f'origin = "{recorded}" in [relay] (a relay meant to start afresh takes another '
+        "group_id and checkpoint topic)"
+    )
+
+
+def check_identity(store: CheckpointStore, relay: RelayConfig) -> None:
+    """Record the origin at the first start; refuse a start under another one."""
+    key = identity_key(relay.group_id)
+    where = f"under key {key} in {store.topic}"
+    raw = store.latest(key)
+    if raw is None:
+        value = {"origin": relay.origin, "sources": list(relay.sources), "time": time.time()}
+        store.put(key, json.dumps(value, separators=(",", ":")).encode())
+        log.info("relay identity recorded: upstream offsets named %r %s", relay.origin, where)
+        return
+    problem = origin_problem(recorded_origin(raw, where), relay, where)
+    if problem is not None:
+        raise RelayIdentityError(problem)
