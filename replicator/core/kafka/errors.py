@@ -53,3 +53,9 @@ class ServiceTopicError(ReplicatorError):
 class CheckpointError(ReplicatorError):
     """A checkpoint record of a writer's own key that cannot be read: its partition halts
     (resuming without it could replay or skip records). Names where the record is."""
+
+
+class TransactionStillOpenError(BrokerError):
+    """A writer's resume point cannot be read yet: a transaction open in its destination or
+    checkpoint partition has not ended within the wait. The writer fails and is opened
+    again later (a resume read now could miss records and write them twice)."""

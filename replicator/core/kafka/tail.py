@@ -14,14 +14,16 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.errors import BrokerError, TransactionStillOpenError
 
 log = logging.getLogger(__name__)
 
 TAIL_CHUNK = 500
 READ_TIMEOUT = 60.0
-SETTLE_WAIT = 10.0
-"""How long a resume waits for the transactions open in a destination partition to end."""
+SETTLE_WAIT = 70.0
+"""How long a resume waits at most for the transactions open in a destination or
+checkpoint partition to end: longer than the writers' default transaction timeout (60 s),
+after which the broker aborts a transaction whose writer went silent."""
 Match = TypeVar("Match")
 
 
@@ -48,29 +50,33 @@ def watermark_reader(kafka: dict[str, Any], group_id: str) -> Consumer:
 def settled_end(
     committed: Consumer, uncommitted: Consumer, tp: TopicPartition, wait: float = SETTLE_WAIT
 ) -> tuple[int, int]:
-    """(low, end) of ``tp`` once no transaction is open in it: the committed end (last
-    stable offset) has reached the log end. A writer that just fenced its predecessor
-    calls this before reading the tail: a broker may end the predecessor's transaction
-    after answering the fencing call, and records still in an open transaction are
-    invisible to read_committed readers. After ``wait`` seconds (another writer's
-    transaction may stay open) the log end, with a warning when ``wait`` was not 0."""
+    """(low, end) of ``tp`` once every transaction open in it when this was called has
+    ended: its committed end (last stable offset) has reached the log end seen at the
+    call. Why: a read_committed reader never gets past the last stable offset, so a
+    record committed after another writer's transaction began stays invisible while that
+    transaction is open (a fenced predecessor's, which a broker may end only after the
+    fencing call returned; a sibling's writing the same merged destination partition or
+    the same checkpoint partition). Reading uncommitted instead would count records of
+    transactions that abort. Records written after the call do not matter, so a sibling
+    that keeps committing does not hold the wait. ``wait`` 0: the ends now (readers:
+    status, failover). Raises :class:`TransactionStillOpenError` after ``wait`` seconds
+    (a writer frozen mid-transaction holds it until the broker aborts it at the
+    transaction timeout): a resume read now could miss records and write them again."""
+    low, log_end = uncommitted.get_watermark_offsets(tp, timeout=30)
+    if wait <= 0:
+        return low, log_end
     deadline = time.monotonic() + wait
     while True:
-        low, log_end = uncommitted.get_watermark_offsets(tp, timeout=30)
         _, committed_end = committed.get_watermark_offsets(tp, timeout=30)
         if committed_end >= log_end:
-            return low, log_end
+            low, end = uncommitted.get_watermark_offsets(tp, timeout=30)
+            return low, end
         if time.monotonic() >= deadline:
-            if wait > 0:
-                log.warning(
-                    "%s partition %d: a transaction stays open (committed end %d, log end "
-                    "%d); resuming from what is committed",
-                    tp.topic,
-                    tp.partition,
-                    committed_end,
-                    log_end,
-                )
-            return low, log_end
+            raise TransactionStillOpenError(
+                f"{tp.topic} partition {tp.partition}: a transaction has stayed open for "
+                f"{wait:.0f} s (committed end {committed_end}, log end {log_end} when the "
+                "resume point was asked for); not resuming until it ends"
+            )
         time.sleep(0.1)
 
 
