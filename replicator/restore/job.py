@@ -254,11 +254,15 @@ class RestoreJob:
             ) from None
         for topic in plans:
             source = f"{self._from[topic.topic]}/{topic.topic}"
-            if topic.into_topic in existing and not self.request.append:
+            if topic.into_topic in existing:
                 self._refuse_foreign_records(topic)
             prepare_destination(admin, topic.into_topic, topic.partitions, topic.configs, source)
 
     def _refuse_foreign_records(self, topic: TopicPlan) -> None:
+        """Refuse a partition holding records that no restore of this source wrote
+        (unless ``--append``), and, even with ``--append``, one that ingress or the relay
+        is writing now: restore's writer would share their checkpoint key without fencing
+        them, and both would write the same source offsets."""
         checkpoints = self._checkpoints()
         consumer = tail_reader(self.kafka, "replicator-restore-check")
         try:
@@ -267,16 +271,42 @@ class RestoreJob:
                 low, high = consumer.get_watermark_offsets(tp, timeout=30)
                 if high <= low:
                     continue
-                task = self._task(topic, plan)
-                if checkpoints.resume_point(target_of(task)).next_source_offset is None:
+                where = f"{topic.into_topic} partition {plan.partition}"
+                resume = checkpoints.resume_point(target_of(self._task(topic, plan)))
+                writer = resume.checkpoint.writer if resume.checkpoint else ""
+                if writer in ("ingress", "relay") and self._service_running(writer):
                     raise RestoreError(
-                        f"{topic.into_topic} partition {plan.partition} already holds records "
-                        f"that no restore of {self._from[topic.topic]}/{topic.topic} wrote; "
-                        "restore into another --into-topic, or give --append to restore "
-                        "after them"
+                        f"{where} is being written by {writer} (group "
+                        f"{self._service_group(writer)!r} has members); stop it first, or "
+                        "restore into another --into-topic"
                     )
+                if self.request.append or writer == "restore":
+                    continue
+                who = {"ingress": "ingress", "relay": "the relay"}.get(
+                    writer, "another writer (or a version that did not record its kind)"
+                )
+                held = "" if resume.next_source_offset is None else f", written by {who}"
+                raise RestoreError(
+                    f"{where} already holds records that no restore of "
+                    f"{self._from[topic.topic]}/{topic.topic} wrote{held}; restore into "
+                    "another --into-topic, or give --append to restore after them"
+                )
         finally:
             consumer.close()
+
+    def _service_group(self, writer: str) -> str | None:
+        """The consumer group of the ``writer`` service that writes into this region, as
+        this config names it (None: the config has none writing here)."""
+        ingress, relay = self.config.ingress, self.config.relay
+        if writer == "ingress" and ingress and ingress.region == self.into_region:
+            return ingress.group_id
+        if writer == "relay" and relay and relay.destination == self.into_region:
+            return relay.group_id
+        return None
+
+    def _service_running(self, writer: str) -> bool:
+        group = self._service_group(writer)
+        return group is not None and GroupAdmin(self.kafka, self.into_region or "").is_active(group)
 
     def _checkpoints(self) -> CheckpointStore:
         return CheckpointStore(self.kafka, self._checkpoint_topic, self._checkpoint_partitions)

@@ -107,7 +107,7 @@ def _restore(task: RestoreTask, result: PartitionResult) -> None:
     config = config_from_json(task.config_json)
     kafka = client_config(config.region(task.into_region).kafka)
     checkpoints = CheckpointStore(kafka, task.checkpoint_topic, task.checkpoint_partitions)
-    writer = PartitionWriter(kafka, WRITER_GROUP, target_of(task), checkpoints)
+    writer = PartitionWriter(kafka, WRITER_GROUP, target_of(task), checkpoints, kind="restore")
     try:
         resume = writer.open()
         result.resumed_at = resume.next_source_offset

@@ -26,7 +26,7 @@ def table(start: int, count: int) -> pa.Table:
 def test_a_successor_fences_an_open_transaction_and_the_zombie_commits_nothing(local_stack, unique):
     where = writer_destination(local_stack, unique)
     group = unique("g")
-    zombie = PartitionWriter(where.kafka, group, where.target, where.store)
+    zombie = PartitionWriter(where.kafka, group, where.target, where.store, kind="ingress")
     assert zombie.open().next_source_offset is None  # nothing written yet
     zombie.write(table(0, 1000))
     zombie.commit(1000)
@@ -34,7 +34,7 @@ def test_a_successor_fences_an_open_transaction_and_the_zombie_commits_nothing(l
     zombie._producer.flush(30)  # on the broker, in a transaction still open
     assert watermarks(where.bootstrap, where.target.destination_topic, 0)[1] < 2002
 
-    successor = PartitionWriter(where.kafka, group, where.target, where.store)
+    successor = PartitionWriter(where.kafka, group, where.target, where.store, kind="ingress")
     resume = successor.open()  # fences the zombie and aborts its open transaction
     assert resume.next_source_offset == 1000
 

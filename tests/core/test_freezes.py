@@ -74,7 +74,9 @@ def writer_setup(local_stack, unique):
     watch = FreezeWatch(limit=LIMIT, tick=0.05)
 
     def open_writer() -> tuple[PartitionWriter, int | None]:
-        writer = PartitionWriter(where.kafka, group, where.target, where.store, freezes=watch)
+        writer = PartitionWriter(
+            where.kafka, group, where.target, where.store, kind="ingress", freezes=watch
+        )
         return writer, writer.open().next_source_offset
 
     return where.bootstrap, where.target.destination_topic, open_writer

@@ -34,7 +34,7 @@ def raising(code: int) -> Callable[[], None]:
 def test_the_writer_reports_fencing_as_lost_ownership_with_its_code(code):
     kafka = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted
     target = WriteTarget(SourcePartition("us-east-1", "t", 0), "t.copy", 0)
-    writer = PartitionWriter(kafka, "g", target, CheckpointStore(kafka, "cp", 1))
+    writer = PartitionWriter(kafka, "g", target, CheckpointStore(kafka, "cp", 1), kind="ingress")
     with pytest.raises(OwnershipLostError) as lost:
         writer._call(raising(code))
     assert lost.value.code == code
@@ -60,7 +60,7 @@ def writer_with(producer: object) -> PartitionWriter:
     """A writer whose producer is ``producer`` (its broker is never contacted)."""
     kafka = {"bootstrap.servers": "127.0.0.1:1"}
     target = WriteTarget(SourcePartition("us-east-1", "t", 0), "t.copy", 0)
-    writer = PartitionWriter(kafka, "g", target, CheckpointStore(kafka, "cp", 1))
+    writer = PartitionWriter(kafka, "g", target, CheckpointStore(kafka, "cp", 1), kind="ingress")
     writer._producer = producer  # type: ignore[assignment]
     return writer
 

@@ -41,7 +41,7 @@ args = json.loads(sys.argv[1])
 store = CheckpointStore(args["kafka"], args["checkpoints"], 1)
 target = WriteTarget(SourcePartition("us-east-1", "t", 0), args["destination"], 0)
 writer = PartitionWriter(
-    args["kafka"], args["group"], target, store, transaction_timeout=args["timeout"]
+    args["kafka"], args["group"], target, store, kind="ingress", transaction_timeout=args["timeout"]
 )
 writer.open()
 writer.write(pa.Table.from_batches([segment_batch(0, 1000)]))
@@ -77,7 +77,12 @@ def committed_end(where: WriterDestination) -> int:
 def resume_and_finish(where: WriterDestination, group: str) -> tuple[int | None, float]:
     started = time.monotonic()
     successor = PartitionWriter(
-        where.kafka, group, where.target, where.store, transaction_timeout=TIMEOUT_SECONDS
+        where.kafka,
+        group,
+        where.target,
+        where.store,
+        kind="ingress",
+        transaction_timeout=TIMEOUT_SECONDS,
     )
     resume = successor.open().next_source_offset
     opened_in = time.monotonic() - started

@@ -25,6 +25,9 @@ def test_checkpoint_round_trip_and_bytes():
     )
     merged = Checkpoint("copy", 0, "east", "o", 5, 9, 1.0, source_partition=2)
     assert Checkpoint.from_json(merged.to_json()) == merged
+    restored = Checkpoint("copy", 3, "us-east-1", "orders.v1", 120, 57, 1.5, writer="restore")
+    assert restored.to_json().endswith(b'"halted":"","writer":"restore"}')
+    assert Checkpoint.from_json(restored.to_json()) == restored
     key = WriteTarget(SourcePartition("us-east-1", "orders.v1", 3), "copy", 3).checkpoint_key
     assert 0 <= checkpoint_partition(key, 4) < 4
 

@@ -33,14 +33,14 @@ def table(start: int, count: int) -> pa.Table:
 def test_a_first_commit_without_records_keeps_the_last_destination_offset(local_stack, unique):
     where = writer_destination(local_stack, unique)
     group = unique("g")
-    first = PartitionWriter(where.kafka, group, where.target, where.store)
+    first = PartitionWriter(where.kafka, group, where.target, where.store, kind="ingress")
     first.open()
     first.write(table(0, 100))
     assert first.commit(100) == 99
     first.close()
 
     # A second run whose records were all filtered out: a commit of no records.
-    second = PartitionWriter(where.kafka, group, where.target, where.store)
+    second = PartitionWriter(where.kafka, group, where.target, where.store, kind="ingress")
     second.open()
     last_destination_offset = second.commit(150)
     second.close()
@@ -67,7 +67,7 @@ def test_a_re_created_destination_does_not_resume_from_its_stale_checkpoint(
 ):
     where = writer_destination(local_stack, unique)
     group = unique("g")
-    writer = PartitionWriter(where.kafka, group, where.target, where.store)
+    writer = PartitionWriter(where.kafka, group, where.target, where.store, kind="ingress")
     writer.open()
     writer.write(table(0, 500))
     writer.commit(500)
@@ -76,7 +76,7 @@ def test_a_re_created_destination_does_not_resume_from_its_stale_checkpoint(
     topic = where.target.destination_topic
     recreate_topic(where.bootstrap, topic, 1)
 
-    again = PartitionWriter(where.kafka, group, where.target, where.store)
+    again = PartitionWriter(where.kafka, group, where.target, where.store, kind="ingress")
     with caplog.at_level(logging.WARNING):
         resume = again.open()
     again.close()

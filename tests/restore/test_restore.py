@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -18,13 +19,17 @@ from replicator.core.config import load_config
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.groups.offsets_file import GroupOffsets, group_history_s3_key
 from replicator.core.kafka import provenance
+from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config
+from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.writer import PartitionWriter
 from replicator.restore.errors import ArchivedSegmentsError, RestoreError
 from replicator.restore.job import RestoreJob, RestoreRequest
 from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import read_partition
 from tests.fixtures.ingress import segment_batch
 from tests.fixtures.records import plain, produce_every_shape, to_batch
+from tests.fixtures.relay import create_topic as create_kafka_topic
 from tests.fixtures.spark import kill_group
 from tests.fixtures.stack import DESTINATION, SOURCE
 
@@ -270,6 +275,82 @@ def test_a_topic_holding_other_records_is_refused_unless_appending(
     assert results[0].records == 5
     values = [r[4] for r in read_partition(local_stack.bootstrap(DESTINATION), copy, 0)]
     assert values[0] == b"someone else's" and len(values) == 6
+
+
+def test_a_restore_beside_ingress_is_refused_and_append_waits_for_ingress_to_stop(
+    archive, spark, local_stack, unique
+):
+    # Ingress replays the topic into its destination in the region restore defaults to.
+    store = archive()
+    store.put(0, segment_batch(0, 10), 0, 9)
+    store.describe(1, {0: 0})
+    group, checkpoints = unique("ingress"), unique("checkpoints")
+    store.path.write_text(
+        store.path.read_text()
+        + f"""
+[ingress]
+region = "{DESTINATION}"
+group_id = "{group}"
+checkpoint_topic = "{checkpoints}"
+checkpoint_partitions = 2
+"""
+    )
+    store.config = load_config(store.path)
+    kafka = {"bootstrap.servers": local_stack.bootstrap(DESTINATION)}
+    create_kafka_topic(kafka["bootstrap.servers"], checkpoints, 2)
+    create_kafka_topic(kafka["bootstrap.servers"], store.topic, 1)
+    target = WriteTarget(SourcePartition(SOURCE, store.topic, 0), store.topic, 0)
+    writer = PartitionWriter(
+        kafka, group, target, CheckpointStore(kafka, checkpoints, 2), kind="ingress"
+    )
+    writer.open()
+    writer.write(pa.Table.from_batches([segment_batch(0, 5)]))
+    writer.commit(5)
+    writer.close()
+
+    # The README's refusal, with restore's defaults (the same topic name).
+    with pytest.raises(RestoreError, match=r"that no restore of .* wrote, written by ingress"):
+        store.restore(spark, store.topic)
+
+    # --append while ingress runs (its group has a member): refused, nothing written.
+    member = Consumer({**kafka, "group.id": group, "session.timeout.ms": 6000})
+    member.subscribe([checkpoints])
+    deadline = time.monotonic() + 30
+    while not member.assignment():
+        assert time.monotonic() < deadline, "the stand-in ingress member was not assigned"
+        member.poll(0.2)
+    try:
+        with pytest.raises(RestoreError, match=f"being written by ingress \\(group '{group}'"):
+            store.restore(spark, store.topic, append=True)
+    finally:
+        member.close()
+    assert len(read_partition(kafka["bootstrap.servers"], store.topic, 0)) == 5
+
+    # Ingress stopped: --append continues after what ingress wrote, nothing twice.
+    results = store.restore(spark, store.topic, append=True)
+    assert results[0].records == 5
+    offsets = [
+        provenance.source_offset(list(r[5]), target.source)
+        for r in read_partition(kafka["bootstrap.servers"], store.topic, 0)
+    ]
+    assert offsets == list(range(10))
+
+
+def test_a_restore_into_a_topic_deleted_and_created_again_restores_it_whole(
+    archive, spark, local_stack, unique
+):
+    from tests.fixtures.relay import recreate_topic
+
+    store = archive()
+    store.put(0, segment_batch(0, 20), 0, 19)
+    store.describe(1, {0: 0})
+    copy = unique("copy")
+    assert store.restore(spark, copy)[0].records == 20
+    recreate_topic(local_stack.bootstrap(DESTINATION), copy, 1)  # deleted by mistake
+    assert store.restore(spark, copy)[0].records == 20
+    named = provenance.SourcePartition(SOURCE, store.topic, 0)
+    copied = read_partition(local_stack.bootstrap(DESTINATION), copy, 0)
+    assert [provenance.source_offset(list(r[5]), named) for r in copied] == list(range(20))
 
 
 def restored_so_far(local_stack, topic: str, partitions: int) -> int:

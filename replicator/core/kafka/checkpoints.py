@@ -30,7 +30,7 @@ import json
 import logging
 import zlib
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 from confluent_kafka import Producer, TopicPartition
 
@@ -45,6 +45,13 @@ log = logging.getLogger(__name__)
 
 TAIL_READER_GROUP = "replicator-tail-reader"
 """Never joined: tail scans assign partitions by hand."""
+
+
+WriterKind = Literal["ingress", "relay", "restore"]
+"""Which service wrote a checkpoint. The three write the same kind of checkpoint under the
+same key for the same source and destination partition; a restore must not write beside
+ingress or the relay (their checkpoints would interleave and each would resume from the
+other's position)."""
 
 
 @dataclass(frozen=True)
@@ -97,9 +104,13 @@ class Checkpoint:
     """Why the partition halted (corrupt or lost segment, record too large); empty if not."""
     source_partition: int | None = None
     """Set only where it differs from ``partition`` (merged source partitions)."""
+    writer: str = ""
+    """The kind of writer (:data:`WriterKind`); empty in checkpoints of versions that did
+    not record it."""
 
     def to_json(self) -> bytes:
-        fields = {k: v for k, v in asdict(self).items() if v is not None}
+        # Fields left out when unset: what versions before them wrote, byte for byte.
+        fields = {k: v for k, v in asdict(self).items() if v is not None and (k != "writer" or v)}
         return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
@@ -122,6 +133,7 @@ _CHECKPOINT_TYPES: dict[str, tuple[Kinds, bool]] = {
     "time": ((int, float), True),
     "halted": (str, False),
     "source_partition": ((int, type(None)), False),
+    "writer": (str, False),
 }
 
 
@@ -257,9 +269,9 @@ class CheckpointStore:
         try:
             key = target.checkpoint_key.encode()
             ctp = self.topic_partition(target)
-            # The log end: another writer's open transaction in the shared checkpoint
-            # partition must not hide this key's committed checkpoints from the scan.
-            low, high = ends.get_watermark_offsets(ctp, timeout=30)
+            # Another writer's open transaction in the shared checkpoint partition must not
+            # hide this key's committed checkpoints from the scan (see settled_end).
+            low, high = settled_end(consumer, ends, ctp, settle)
             found = scan_back(
                 consumer,
                 ctp,

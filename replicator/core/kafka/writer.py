@@ -42,7 +42,13 @@ from replicator.core.faults import (
 )
 from replicator.core.freezes import FreezeWatch
 from replicator.core.kafka import provenance
-from replicator.core.kafka.checkpoints import Checkpoint, CheckpointStore, ResumePoint, WriteTarget
+from replicator.core.kafka.checkpoints import (
+    Checkpoint,
+    CheckpointStore,
+    ResumePoint,
+    WriterKind,
+    WriteTarget,
+)
 from replicator.core.kafka.errors import (
     BrokerError,
     OwnershipLostError,
@@ -71,6 +77,8 @@ with INVALID_TIMESTAMP): the same record is refused every time. The writer asks 
 delivery report per slice of records (a report per record would cost a Python call
 each), so it usually hears of a refusal as _INVALID_DIFFERENT_RECORD on the slice's last
 record: the refused one is at or before it, after the last committed record."""
+SIZE_REFUSAL_CODES = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
+"""A broker's answer to a batch too large for the topic's max.message.bytes."""
 Result = TypeVar("Result")
 
 
@@ -110,10 +118,15 @@ class PartitionWriter:
         target: WriteTarget,
         checkpoints: CheckpointStore,
         *,
+        kind: WriterKind,
         transaction_timeout: float = 60.0,
         freezes: FreezeWatch | None = None,
     ) -> None:
         self.target = target
+        self._transaction_timeout = transaction_timeout
+        self.kind = kind
+        """Which service writes: recorded in every checkpoint (restore refuses to write
+        beside another kind)."""
         self._freezes = freezes
         self._opened_at = time.monotonic()
         self._checkpoints = checkpoints
@@ -122,6 +135,9 @@ class PartitionWriter:
         self._offset_at_begin = -1
         """The last destination offset when the open transaction began."""
         self._in_transaction = False
+        self._largest = (-1, -1)
+        """(bytes of key and value, source offset) of the largest record written in the
+        open transaction: the one a size refusal reported without its offset names."""
         self._fatal: Any = None
         """The producer's fatal error, once it has one (every later call then fails)."""
         self._producer = Producer(
@@ -150,7 +166,10 @@ class PartitionWriter:
         resume."""
         self._opened_at = time.monotonic()
         self._call(lambda: self._producer.init_transactions(60))
-        resume = self._checkpoints.resume_point(self.target, settle=SETTLE_WAIT)
+        # A transaction of another writer (a sibling of a merged partition, a writer
+        # frozen mid-transaction) ends at the latest at its timeout, the same as ours.
+        settle = max(SETTLE_WAIT, self._transaction_timeout + 10)
+        resume = self._checkpoints.resume_point(self.target, settle=settle)
         # A first commit without records (all filtered, aborted or compacted away) keeps
         # claiming the last record written before, not "none" (-1): the checkpoint with
         # the furthest source offset is the resume point that translation trusts.
@@ -175,12 +194,14 @@ class PartitionWriter:
             self._call(self._producer.begin_transaction)
             self._in_transaction = True
             self._offset_at_begin = self._last_destination_offset
+            self._largest = (-1, -1)
 
     def _produce_slice(self, table: pa.Table) -> None:
         t = self.target
         produce = self._producer.produce
         topic, partition = t.destination_topic, t.destination_partition
         offsets = table.column("offset")
+        self._note_largest(table)
         # Timestamp 0 lets the client stamp records that had none (TIMESTAMP_NONE).
         stamps = pc.if_else(
             pc.equal(table.column("timestamp_type"), TIMESTAMP_NONE),
@@ -220,6 +241,16 @@ class PartitionWriter:
             raise self._failure
         self._producer.poll(0)
 
+    def _note_largest(self, table: pa.Table) -> None:
+        sizes = pc.add(
+            pc.fill_null(pc.binary_length(table.column("key")), 0),
+            pc.fill_null(pc.binary_length(table.column("value")), 0),
+        )
+        index = pc.index(sizes, pc.max(sizes)).as_py()
+        size = sizes[index].as_py() if index >= 0 else None
+        if size is not None and size > self._largest[0]:
+            self._largest = (size, table.column("offset")[index].as_py())
+
     def _produce_failure(self, source_offset: int | None, error: Any) -> BaseException:
         """A record refused, by ``produce`` or in its delivery report, as our error."""
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
@@ -246,12 +277,24 @@ class PartitionWriter:
         self._last_destination_offset = max(self._last_destination_offset, message.offset())
 
     def _delivery_error(self, error: Any, message: Any, source_offset: int) -> BaseException:
+        if error.code() in SIZE_REFUSAL_CODES:
+            return self._too_large_in_transaction(error)
         named = None
-        if message is not None and (
-            error.code() == KafkaError.MSG_SIZE_TOO_LARGE or error.code() in REFUSED_RECORD_CODES
-        ):
+        if message is not None and error.code() in REFUSED_RECORD_CODES:
             named = provenance.source_offset(message.headers(), self.target.source)
         return self._produce_failure(source_offset if named is None else named, error)
+
+    def _too_large_in_transaction(self, error: Any) -> RecordTooLargeError:
+        """A size refusal the broker gave a whole batch (its report reaches the writer on
+        a slice's last record, or only as the commit's failure): it names the largest
+        record of the open transaction, the one that cannot fit."""
+        size, offset = self._largest
+        return RecordTooLargeError(
+            f"record at source offset {offset} of {self.target.source} ({size} bytes of key "
+            f"and value, the largest of its transaction) is larger than "
+            f"{self.target.destination_topic} accepts ({error.str()})",
+            code=error.code(),
+        )
 
     def _too_large(self, source_offset: int | None, error: Any) -> RecordTooLargeError:
         return RecordTooLargeError(
@@ -326,6 +369,7 @@ class PartitionWriter:
             time.time(),
             halted,
             None if t.same_partition else t.source.partition,
+            self.kind,
         )
         self._checkpoints.produce(self._producer, t, checkpoint)
 
@@ -372,5 +416,15 @@ class PartitionWriter:
             self._fatal = self._fatal or error
             return OwnershipLostError(
                 f"{self.target} is now written by another instance", code=error.code()
+            )
+        if error.code() in SIZE_REFUSAL_CODES and self._largest[1] >= 0:
+            # A record of the transaction without a delivery report of its own was
+            # refused (only a slice's last record has one): the commit fails with it.
+            return self._too_large_in_transaction(error)
+        if error.code() in REFUSED_RECORD_CODES:
+            return RecordRefusedError(
+                f"{self.target.destination_topic} refused a record of {self.target.source} "
+                f"written since the last commit: {error.str()}",
+                code=error.code(),
             )
         return BrokerError.from_kafka(f"{doing} {self.target}", error)
