@@ -39,7 +39,6 @@ from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.topics import prepare_destination, sync_configs
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.segments.descriptor import read_descriptor
-from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.store import SegmentStore
 from replicator.core.signals import stop_on_signals
 from replicator.core.workers import STOP_AT_END_SETTLE, GroupShare, WorkerPool, WriterSlots
@@ -87,6 +86,8 @@ class IngressService:
         self._writer_slots = WriterSlots(self.ingress.max_open_writers)
         self._partitions: dict[tuple[str, str], int] = {}
         self._synced_configs: dict[tuple[str, str], dict[str, str]] = {}
+        self._refused: dict[tuple[str, str], str] = {}
+        """Sources whose destination could not be prepared, with why (no workers)."""
         self._owned_events: set[int] = set()
         self._share = GroupShare(settle=STOP_AT_END_SETTLE)
         self._stop = threading.Event()
@@ -123,10 +124,7 @@ class IngressService:
                 {"cleanup.policy": "compact"},
             )
             for source in self._resolve_sources():
-                try:
-                    self._prepare_destination(admin, source)
-                except DescriptorError as exc:  # the other sources go on; refreshes retry
-                    log.error("%s/%s is not replayed: %s", source.region, source.topic, exc)
+                self._prepare_source(admin, source)
         except KafkaException as exc:
             raise BrokerError.from_kafka(
                 f"Kafka of region {self.region} unreachable", exc.args[0]
@@ -152,7 +150,7 @@ class IngressService:
             partitions,
             configs,
             f"{source.region}/{source.topic}",
-            may_grow=lambda: self._writes_into(source),
+            may_grow=lambda have: self._writes_into(source, have),
         )
         if configs and self._synced_configs.get(key) != configs:
             sync_configs(admin, source.destination, configs)
@@ -183,10 +181,36 @@ class IngressService:
             )
         return self._filters[key]
 
-    def _writes_into(self, source: IngressSource) -> bool:
-        """Whether ingress already replays ``source`` into its destination topic."""
-        first = WriteTarget(SourcePartition(source.region, source.topic, 0), source.destination, 0)
-        return self.checkpoints.resume_point(first).next_source_offset is not None
+    def _writes_into(self, source: IngressSource, have: int) -> bool:
+        """Whether ingress already replays ``source`` into its destination topic (of
+        ``have`` partitions): any partition of it holds a checkpoint or provenance of the
+        source (one that is idle holds none, so no single partition decides)."""
+        for partition in range(have):
+            target = WriteTarget(
+                SourcePartition(source.region, source.topic, partition),
+                source.destination,
+                partition,
+            )
+            if self.checkpoints.resume_point(target).next_source_offset is not None:
+                return True
+        return False
+
+    def _prepare_source(self, admin: AdminClient, source: IngressSource) -> bool:
+        """:meth:`_prepare_destination`, with its failure contained to ``source``: an
+        unreadable descriptor or a destination that cannot take the source's partitions
+        leaves that source without workers (reported once, retried at each refresh, and
+        counted as halted by a ``--stop-at-end`` run); the other sources go on."""
+        key = (source.region, source.topic)
+        try:
+            grew = self._prepare_destination(admin, source)
+        except ReplicatorError as exc:
+            if self._refused.get(key) != str(exc):
+                log.error("%s/%s is not replayed: %s", source.region, source.topic, exc)
+            self._refused[key] = str(exc)
+            return False
+        if self._refused.pop(key, None) is not None:
+            log.info("%s/%s: its destination is ready now", source.region, source.topic)
+        return grew
 
     def _refresh_topics(self) -> None:
         """Follow the sources' descriptors: new partitions (grown topics, sources that
@@ -195,9 +219,7 @@ class IngressService:
         grew = False
         for source in self._resolve_sources():
             try:
-                grew |= self._prepare_destination(admin, source)
-            except ReplicatorError as exc:
-                log.error("destination of %s/%s: %s", source.region, source.topic, exc)
+                grew |= self._prepare_source(admin, source)
             except KafkaException as exc:
                 log.warning("Kafka of region %s: %s", self.region, exc.args[0].str())
         if grew and self._share.ever_assigned:
@@ -303,7 +325,9 @@ class IngressService:
                     break
         finally:
             # Before close(): its revoke callback stops and forgets the workers.
-            halted = self.workers.halted()
+            halted = self.workers.halted() + [
+                f"{region}/{topic}: {reason}" for (region, topic), reason in self._refused.items()
+            ]
             consumer.close()
             self.workers.stop()
             group_sync.stop()
@@ -383,7 +407,9 @@ class IngressService:
         except ReplicatorError as exc:  # unreadable: wait, saying why
             log.warning("cannot read the topic descriptor of %s/%s: %s", key.origin, key.topic, exc)
             return ExportStart(True, None)
-        if descriptor is None or descriptor.export_start is None:
+        if descriptor is None:
+            return ExportStart(False, None, described=False)
+        if descriptor.export_start is None:
             return ExportStart(False, None)
         return ExportStart(True, descriptor.export_start.get(key.partition))
 
@@ -393,6 +419,7 @@ class IngressService:
             self.ingress.group_id,
             target,
             self.checkpoints,
+            kind="ingress",
             transaction_timeout=self.ingress.transaction_timeout,
             freezes=process_freeze_watch(),
         )

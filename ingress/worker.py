@@ -95,6 +95,8 @@ class ExportStart:
     """The descriptor records export starts (egress versions that do)."""
     offset: int | None
     """The partition's first exported offset; None: not recorded yet."""
+    described: bool = True
+    """The topic descriptor is in the bucket (False: not replicated yet, or lost)."""
 
 
 @dataclass
@@ -221,8 +223,8 @@ class PartitionWorker(threading.Thread):
                 return self._replay(writer, next_offset)
             except (PartitionHaltedError, RecordRefusedError) as exc:
                 writer.abort()
-                at = self.status.next_offset if self.status.next_offset is not None else 0
-                writer.record_halt(at, str(exc))
+                if self.status.next_offset is not None:  # else nothing started: no position
+                    writer.record_halt(self.status.next_offset, str(exc))
                 raise
         finally:
             writer.close()
@@ -293,17 +295,41 @@ class PartitionWorker(threading.Thread):
         """No checkpoint and nothing produced yet: start where the export began.
 
         The topic descriptor names that offset; until it does (egress records it seconds
-        after the first segment) the partition waits. A missing segment at that offset is
-        then a gap like any other (late, then lost). Descriptors of egress versions that
-        did not record it: wait ``first_segment_delay`` after the first segment appeared
-        (late segments of lower offsets may still arrive), then start at the lowest
-        offset present."""
+        after the first segment, and replication may carry the descriptor after the
+        segments) the partition waits, asking for the descriptor again within seconds (no
+        event announces a descriptor change, and ``relist_interval`` may be long), under
+        the lost-segment rules: lower segments may still be on the way, so starting at the
+        lowest listed could skip them. A missing segment at the named offset is then a gap
+        like any other (late, then lost). Descriptors of egress versions that did not
+        record export starts: wait ``first_segment_delay`` after the first segment
+        appeared (late segments of lower offsets may still arrive), then start at the
+        lowest offset present."""
         self.status.state = "waiting"
+        unnamed_since: float | None = None
         while not self._stopping.is_set():
             start = self._export_start()
             if start.offset is not None:
                 return start.offset
-            if self._index and (self.stop_at_end or not start.recorded):
+            if not self._index:
+                if self.stop_at_end:
+                    self.status.state = "done"
+                    return None
+                self._wait_for_events(self.ingress.relist_interval)  # a segment event wakes
+            elif start.recorded or not start.described:
+                unnamed_since = unnamed_since or time.monotonic()
+                waited = time.monotonic() - unnamed_since
+                if waited >= self.source.lost_segment_timeout:
+                    return self._start_unnamed(start)
+                # Asked again after 1 s, then after half the time waited so far.
+                self._wait_for_events(
+                    min(
+                        max(1.0, waited / 2),
+                        self.ingress.descriptor_interval,
+                        self.source.lost_segment_timeout - waited,
+                        self.ingress.relist_interval,
+                    )
+                )
+            else:
                 appeared = min(
                     (s.last_modified.timestamp() for s in self._index.values() if s.last_modified),
                     default=time.time(),
@@ -312,13 +338,30 @@ class PartitionWorker(threading.Thread):
                 if wait <= 0 or self.stop_at_end:
                     return lowest_start(self._index)
                 self._wait_for_events(min(wait, self.ingress.relist_interval))
-            else:
-                if self.stop_at_end:
-                    self.status.state = "done"
-                    return None
-                self._wait_for_events(self.ingress.relist_interval)
             self._relist()
         return None
+
+    def _start_unnamed(self, start: ExportStart) -> int:
+        """Segments are listed, but no topic descriptor naming where the export began
+        arrived within ``lost_segment_timeout``: as a lost segment, halt
+        (``on_lost_segment = "fail"``) or start at the lowest listed (``skip``)."""
+        lowest = lowest_start(self._index)
+        assert lowest is not None  # called with segments listed
+        what = (
+            "no topic descriptor appeared"
+            if not start.described
+            else f"the topic descriptor did not name where partition {self.partition}'s "
+            "export began"
+        )
+        message = (
+            f"lost topic descriptor: {self.source.region}/{self.source.topic} has segments "
+            f"(partition {self.partition} from offset {lowest}) but {what} within "
+            f"{self.source.lost_segment_timeout:.0f}s"
+        )
+        if self.ingress.on_lost_segment == "fail":
+            raise PartitionHaltedError(message)
+        self.log.error("%s; starting at offset %d (on_lost_segment = skip)", message, lowest)
+        return lowest
 
     def _replay(self, writer: RecordWriter, next_offset: int) -> int | None:
         """Replay in offset order. Returns the next offset when caught up and due to

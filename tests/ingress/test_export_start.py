@@ -39,3 +39,38 @@ def test_a_backlog_arriving_last_segment_first_is_replayed_from_its_first_offset
         service.request_stop()
         runner.join(30)
     assert provenance_offsets(local_stack, setup, 0) == list(range(40))
+
+
+def test_a_stop_at_end_run_waits_for_the_descriptor_before_choosing_its_start(
+    local_stack, ingress_setup
+):
+    # The later segments are in the bucket, the descriptor and the first segment not
+    # yet: starting at the lowest listed would skip offsets 0..9 for good.
+    setup = ingress_setup(lost_segment_timeout="20s")
+    for start, end in RANGES[1:]:
+        setup.put_segment(0, start, end, segment_batch(start, 10))
+
+    def replicated_late() -> None:
+        time.sleep(3)
+        setup.put_segment(0, *RANGES[0], segment_batch(0, 10))
+        setup.put_descriptor(1, export_start={0: 0})
+
+    late = threading.Thread(target=replicated_late)
+    late.start()
+    code = IngressService(setup.config, stop_at_end=True, handle_signals=False).run()
+    late.join()
+    assert code == 0
+    assert provenance_offsets(local_stack, setup, 0) == list(range(40)), (
+        "the partition did not start where the export began"
+    )
+
+
+def test_a_descriptor_that_never_arrives_halts_the_partition_before_anything_is_written(
+    local_stack, ingress_setup, caplog
+):
+    setup = ingress_setup(lost_segment_timeout="2s")
+    setup.put_segment(0, *RANGES[1], segment_batch(10, 10))
+    assert IngressService(setup.config, stop_at_end=True, handle_signals=False).run() == 1
+    assert "lost topic descriptor" in caplog.text
+    assert "partition 0 from offset 10" in caplog.text
+    assert provenance_offsets(local_stack, setup, 0) == []

@@ -97,12 +97,10 @@ def test_a_second_run_produces_nothing_twice(local_stack, ingress_setup):
     assert sources == list(range(20))
 
 
-def test_destination_with_fewer_partitions_is_an_error_before_anything_is_produced(
-    local_stack, ingress_setup
+def test_destination_with_fewer_partitions_halts_its_source_before_anything_is_produced(
+    local_stack, ingress_setup, caplog
 ):
     from confluent_kafka.admin import NewTopic
-
-    from replicator.core.kafka.errors import DestinationTopicError
 
     setup = ingress_setup()
     setup.put_descriptor(3)
@@ -110,13 +108,12 @@ def test_destination_with_fewer_partitions_is_an_error_before_anything_is_produc
     admin = local_stack.admin(DESTINATION)
     admin.create_topics([NewTopic(setup.destination, 2)])[setup.destination].result(timeout=30)
     service = IngressService(setup.config, stop_at_end=True, handle_signals=False)
-    import pytest
-
-    with pytest.raises(
-        DestinationTopicError,
-        match=rf"{setup.destination} has 2 partitions but us-east-1/{setup.topic} needs 3",
-    ):
-        service.run()
+    # The source is not replayed, the instance does not die, and a --stop-at-end run
+    # counts it as halted.
+    assert service.run() == 1
+    assert (
+        f"{setup.destination} has 2 partitions but us-east-1/{setup.topic} needs 3" in caplog.text
+    )
     assert read_partition(local_stack.bootstrap(DESTINATION), setup.destination, 0) == []
 
 
@@ -182,3 +179,19 @@ config = { suffix = "7" }
     # The dropped offsets count as replayed: a second run writes nothing more.
     assert run_to_end(setup) == 0
     assert destination_records(local_stack, setup, 0)[1] == sources
+
+
+def test_a_destination_deleted_and_created_again_is_replayed_again_whole(
+    local_stack, ingress_setup, caplog
+):
+    from tests.fixtures.relay import recreate_topic
+
+    setup = ingress_setup()
+    setup.put_descriptor(1, export_start={0: 0})
+    setup.put_segment(0, 0, 29, segment_batch(0, 30))
+    assert run_to_end(setup) == 0
+    recreate_topic(local_stack.bootstrap(DESTINATION), setup.destination, 1)
+    assert run_to_end(setup) == 0
+    _, sources = destination_records(local_stack, setup, 0)
+    assert sources == list(range(30)), "the re-created destination was not replayed whole"
+    assert "not a resume point" in caplog.text

@@ -4,6 +4,7 @@ source are replayed, configs follow, and a restart after growth works."""
 from __future__ import annotations
 
 import threading
+import time
 
 from confluent_kafka.admin import (
     AclBinding,
@@ -15,6 +16,7 @@ from confluent_kafka.admin import (
 )
 
 from ingress.service import IngressService
+from replicator.core.config import load_config
 from replicator.core.kafka.topics import destination_configs
 from tests.fixtures.ingress import (
     fast_refresh,
@@ -86,6 +88,23 @@ def test_partitions_added_while_running_are_replayed_and_configs_follow(local_st
     assert IngressService(setup.config, stop_at_end=True, handle_signals=False).run() == 0
     assert provenance_offsets(local_stack, setup, 5) == list(range(10))
     assert provenance_offsets(local_stack, setup, 4) == list(range(5))
+
+
+def test_growth_is_followed_while_source_partition_0_is_idle(local_stack, ingress_setup):
+    # Partition 0 never had a record: it has no checkpoint, partition 1 has.
+    setup = ingress_setup()
+    setup.put_descriptor(2, export_start={0: 0, 1: 0})
+    setup.put_segment(1, 0, 9, segment_batch(0, 10))
+    assert IngressService(setup.config, stop_at_end=True, handle_signals=False).run() == 0
+    assert provenance_offsets(local_stack, setup, 1) == list(range(10))
+
+    setup.put_descriptor(3, export_start={0: 0, 1: 0, 2: 0})
+    setup.put_segment(2, 0, 4, segment_batch(0, 5))
+    assert IngressService(setup.config, stop_at_end=True, handle_signals=False).run() == 0
+    assert provenance_offsets(local_stack, setup, 2) == list(range(5)), (
+        "the partition added to the source was not replayed"
+    )
+    assert provenance_offsets(local_stack, setup, 1) == list(range(10))
 
 
 def test_a_destination_that_cannot_grow_is_reported_and_the_rest_keeps_replaying(
@@ -183,6 +202,39 @@ def test_a_source_that_appears_after_ingress_started_is_picked_up(local_stack, i
                 == [list(range(10))] * 2
             ),
             "the late source was not replayed",
+        )
+    finally:
+        service.request_stop()
+        runner.join(30)
+    assert not runner.is_alive()
+
+
+def test_a_new_source_is_replayed_without_waiting_for_the_relist(local_stack, ingress_setup):
+    # Notifications work, so the periodic re-list is rare (as the cost advice says).
+    setup = ingress_setup()
+    fast_refresh(setup)
+    text = setup.path.read_text().replace('relist_interval = "1s"', 'relist_interval = "10m"')
+    setup.path.write_text(text)
+    setup.config = load_config(setup.path)
+    service = IngressService(setup.config, handle_signals=False)
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()  # nothing in the bucket yet: egress has not started
+    try:
+        wait_ready(service)
+        # As egress writes a new topic: the descriptor first, then the first segments,
+        # then (seconds later) the export starts in the descriptor.
+        setup.put_descriptor(2, export_start={})
+        for partition in range(2):
+            setup.put_segment(partition, 0, 9, segment_batch(0, 10))
+        time.sleep(2)  # the workers exist and wait for the export starts
+        setup.put_descriptor(2, export_start={0: 0, 1: 0})
+        wait_for(
+            lambda: (
+                [provenance_offsets(local_stack, setup, p) for p in range(2)]
+                == [list(range(10))] * 2
+            ),
+            "the new source was not replayed before the re-list",
+            timeout=30,
         )
     finally:
         service.request_stop()

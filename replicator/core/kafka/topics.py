@@ -91,18 +91,18 @@ def prepare_destination(
     configs: Mapping[str, object],
     source: str,
     *,
-    may_grow: Callable[[], bool] = lambda: False,
+    may_grow: Callable[[int], bool] = lambda _have: False,
 ) -> None:
     """Create ``topic`` with ``partitions`` and the destination configs of the source's
     ``configs`` when missing. When it exists with fewer partitions: add them if
-    ``may_grow()`` (the replicator already writes it), else raise
+    ``may_grow(partitions it has)`` (the replicator already writes it), else raise
     :class:`DestinationTopicError`. ``source`` names where the records come from."""
     metadata = admin.list_topics(timeout=ADMIN_TIMEOUT)
     existing = metadata.topics.get(topic)
     if existing is not None and existing.error is None:
         have = len(existing.partitions)
         if have < partitions:
-            if not may_grow():
+            if not may_grow(have):
                 raise DestinationTopicError(
                     f"destination topic {topic} has {have} partitions but "
                     f"{source} needs {partitions}; add partitions to the destination "
