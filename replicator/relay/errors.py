@@ -23,3 +23,8 @@ class RelayIdentityError(ReplicatorError):
 class StopOffsetsError(ReplicatorError):
     """``--stop-at-end`` could not learn where every relayed partition ends; nothing is
     relayed (a partition without a stop offset would keep the run from ending)."""
+
+
+class UpstreamUnreadableError(ReplicatorError):
+    """An upstream could not be read to compare the record relayed last (a timeout, a
+    broker error): not a mismatch; the partition waits and asks again."""

@@ -33,9 +33,11 @@ class UpstreamState:
 @dataclass(frozen=True)
 class Choice:
     upstream: str | None
-    """None: no upstream is healthy."""
+    """None: no upstream may be read from now (see ``waiting``)."""
     reason: SwitchReason | None = None
     """Why it differs from the current one (None: it does not, or there was none)."""
+    waiting: str = ""
+    """Why there is none: no healthy upstream, or none holding the next offset yet."""
 
 
 def choose_upstream(
@@ -44,11 +46,25 @@ def choose_upstream(
     states: Mapping[str, UpstreamState],
     partition: TopicPartitionKey,
     lag_threshold: int,
+    next_offset: int | None = None,
 ) -> Choice:
-    """The upstream ``partition`` should relay from now."""
+    """The upstream ``partition`` should relay from now. With ``next_offset`` (something
+    was relayed): only an upstream whose log reaches it may be chosen: one that ends
+    before it lacks the record relayed last (it fell behind, or is the one just left for
+    lag), and reading it would be taken for upstreams that differ."""
     healthy = [name for name in order if name in states and states[name].healthy]
     if not healthy:
-        return Choice(None, "failure" if current is not None else None)
+        return Choice(None, "failure" if current is not None else None, "no healthy upstream")
+    # The current upstream is read from: its end in the last check may be older than
+    # what was read since.
+    holding = [n for n in healthy if n == current or _reaches(states[n], partition, next_offset)]
+    if not holding:
+        return Choice(
+            None,
+            "failure" if current is not None else None,
+            f"no healthy upstream holds offset {(next_offset or 0) - 1} yet",
+        )
+    healthy = holding
     if current is None:
         return Choice(healthy[0])
     if current not in healthy:
@@ -63,6 +79,12 @@ def choose_upstream(
         leader = next(name for name in healthy if known.get(name) == best)
         return Choice(leader, "lag")
     return Choice(current)
+
+
+def _reaches(state: UpstreamState, partition: TopicPartitionKey, next_offset: int | None) -> bool:
+    """Whether the upstream's log reaches ``next_offset`` (unknown end: assumed)."""
+    end = state.log_ends.get(partition)
+    return next_offset is None or end is None or end >= next_offset
 
 
 @dataclass(frozen=True)

@@ -291,7 +291,7 @@ class RelayService:
                     self._needed(name, count),
                     self._configs(name),
                     f"relay of {name}",
-                    may_grow=lambda: True,
+                    may_grow=lambda _have: True,
                 )
             except (BrokerError, KafkaException) as exc:
                 if self._growth_problem.get(name) != str(exc):
@@ -363,6 +363,7 @@ class RelayService:
             self.relay.group_id,
             target,
             self.checkpoints,
+            kind="relay",
             freezes=process_freeze_watch(),
         )
 

@@ -43,8 +43,14 @@ from replicator.core.kafka.records import messages_to_records
 from replicator.core.kafka.tail import read_range, tail_reader
 from replicator.core.kafka.writer import RecordWriter
 from replicator.core.logs import ContextLog, partition_fields
-from replicator.relay.errors import SourceDataLossError, UpstreamMismatchError
+from replicator.relay.errors import (
+    SourceDataLossError,
+    UpstreamMismatchError,
+    UpstreamUnreadableError,
+)
 from replicator.relay.failover import (
+    TIMESTAMP_NONE,
+    Choice,
     RecordRef,
     UpstreamState,
     backoff,
@@ -127,6 +133,8 @@ class RelayWorker(threading.Thread):
         self._last_from = "an upstream before this worker started"
         """Where ``_last`` was read: an upstream, or the destination after a restart."""
         self._fetch_problem = ""
+        self._waiting = ""
+        """Why no upstream is read from now (when none is)."""
         self._committed: int | None = None
         """The next source offset of the last commit (None: nothing relayed yet)."""
         self._consumer: Any = None
@@ -194,7 +202,7 @@ class RelayWorker(threading.Thread):
                 self.status.state = "waiting"
                 delay = backoff(attempt)
                 attempt += 1
-                self.log.warning("no healthy upstream; retrying in %.1fs", delay)
+                self.log.warning("%s; retrying in %.1fs", self._waiting, delay)
                 self._stopping.wait(delay)
                 continue
             attempt = 0
@@ -253,18 +261,28 @@ class RelayWorker(threading.Thread):
     def _choose(self) -> str | None:
         current = self.status.upstream
         if self.relay.mode == "single":
-            states = self._states()
             first = self.relay.sources[0]
-            healthy = states.get(first)
-            chosen = first if healthy is None or healthy.healthy else None
-            if chosen != current:
-                self._switch(current, chosen, None)
-            return chosen
-        choice = choose_upstream(
-            current, self.relay.sources, self._states(), self._tp, self.relay.lag_threshold
-        )
+            healthy = self._states().get(first)
+            up = healthy is None or healthy.healthy
+            choice = Choice(first if up else None, None, "" if up else "the upstream is down")
+        else:
+            choice = choose_upstream(
+                current,
+                self.relay.sources,
+                self._states(),
+                self._tp,
+                self.relay.lag_threshold,
+                None if self._last is None else self._last.offset + 1,
+            )
+        self._waiting = choice.waiting
         if choice.upstream != current:
-            self._switch(current, choice.upstream, choice.reason)
+            try:
+                self._switch(current, choice.upstream, choice.reason)
+            except UpstreamUnreadableError as exc:  # not a mismatch: asked again later
+                self._close_consumer()
+                self.status.upstream = None
+                self._waiting = str(exc)
+                return None
         return choice.upstream
 
     def _switch(self, current: str | None, new: str | None, reason: str | None) -> None:
@@ -313,8 +331,11 @@ class RelayWorker(threading.Thread):
             low, _ = consumer.get_watermark_offsets(
                 TopicPartition(self.topic.source_topic, self.partition), timeout=10
             )
-        except KafkaException:
-            return False
+        except KafkaException as exc:
+            raise UpstreamUnreadableError(
+                f"cannot read the log start of {self.topic.source_topic} partition "
+                f"{self.partition} on {upstream}: {exc.args[0].str()}"
+            ) from None
         finally:
             consumer.close()
         if low <= last_relayed:
@@ -344,8 +365,11 @@ class RelayWorker(threading.Thread):
                 return record_ref(
                     message.offset(), message.key(), message.value(), stamp_type, stamp
                 )
-        except BrokerError:
-            return None
+        except BrokerError as exc:
+            raise UpstreamUnreadableError(
+                f"cannot read offset {offset} of {self.topic.source_topic} partition "
+                f"{self.partition} on {upstream} to compare it: {exc}"
+            ) from None
         finally:
             consumer.close()
         return None
@@ -362,8 +386,10 @@ class RelayWorker(threading.Thread):
                 offset = provenance.source_offset(message.headers(), self.target.source)
                 if offset is None:
                     return None
-                stamp_type, stamp = message.timestamp()
-                return record_ref(offset, message.key(), message.value(), stamp_type, stamp)
+                # The copy's timestamp need not be the source's (a LogAppendTime
+                # destination stamps its own; a source stamp of 0 is replaced by the
+                # producer's clock): compared by offset, key and value only.
+                return record_ref(offset, message.key(), message.value(), TIMESTAMP_NONE, 0)
         finally:
             consumer.close()
         return None

@@ -13,6 +13,7 @@ from replicator.core.config import Config, load_config
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.relay.errors import RelayIdentityError
+from replicator.relay.failover import UpstreamState, choose_upstream
 from replicator.relay.service import RelayService
 from tests.fixtures.independent import read_partition
 from tests.fixtures.relay import UPSTREAM_B, create_topic, produce, record_counts
@@ -117,6 +118,38 @@ def test_an_upstream_falling_behind_past_the_threshold_is_left_for_the_leader(
     assert_exact(local_stack, setup)
     assert switches(service, setup, "lag") >= 1
     assert switches(service, setup, "failure") == 0
+
+    # A restart: the preferred upstream still lacks the records relayed last. It is
+    # passed over (not compared, which would halt as "upstreams differ").
+    restarted = RelayService(setup.config, handle_signals=False)
+    thread = run_in_background(restarted)
+    try:
+        produce([local_stack.bootstrap(SOURCE)], setup.source, records(400, 20))
+        wait_for(
+            lambda: relayed(local_stack, setup) == 420 or bool(restarted.workers.halted()),
+            "the records after the restart",
+        )
+        assert restarted.workers.halted() == []
+    finally:
+        restarted.request_stop()
+        thread.join(60)
+    assert_exact(local_stack, setup)
+
+
+def test_an_upstream_must_reach_the_next_offset_to_be_chosen():
+    tp = ("t", 0)
+    behind = UpstreamState(True, {tp: 100})
+    ahead = UpstreamState(True, {tp: 400})
+    states = {"a": behind, "b": ahead}
+    assert choose_upstream(None, ["a", "b"], states, tp, 50, 300).upstream == "b"
+    assert choose_upstream(None, ["a", "b"], states, tp, 50, 100).upstream == "a"
+    assert choose_upstream(None, ["a", "b"], states, tp, 50, None).upstream == "a"
+    waiting = choose_upstream(None, ["a"], states, tp, 50, 300)
+    assert waiting.upstream is None and "holds offset 299" in waiting.waiting
+    # The current upstream is read from: its end in the last check may be older.
+    assert choose_upstream("a", ["a", "b"], states, tp, 500, 300).upstream == "a"
+    failed = choose_upstream("b", ["a", "b"], {"a": behind}, tp, 50, 300)
+    assert (failed.upstream, failed.reason) == (None, "failure")
 
 
 def test_upstreams_that_differ_halt_the_partition_and_nothing_wrong_is_written(

@@ -217,3 +217,43 @@ def test_a_restart_after_the_source_deleted_only_relayed_records_relays_on(
     copied = read_partition(local_stack.bootstrap(DESTINATION), setup.destination, 0)
     named = provenance.SourcePartition(SOURCE, setup.source, 0)
     assert [provenance.source_offset(list(r[5]), named) for r in copied] == list(range(200))
+
+
+def test_a_restart_into_a_log_append_time_destination_relays_on(local_stack, relay_setup):
+    # The destination stamps records itself: the last relayed record's copy carries
+    # another timestamp than the upstream's, and is still the same record.
+    from confluent_kafka.admin import NewTopic
+
+    setup = relay_setup()
+    create_topic(local_stack.bootstrap(SOURCE), setup.source, 1)
+    topic = NewTopic(setup.destination, 1, config={"message.timestamp.type": "LogAppendTime"})
+    admin = local_stack.admin(DESTINATION)
+    admin.create_topics([topic])[setup.destination].result(timeout=30)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    for i in range(20):
+        producer.produce(setup.source, value=b"v%d" % i, partition=0, timestamp=1_000 + i)
+        if i == 9:
+            producer.flush(30)
+            assert relay_once(setup) == 0
+    producer.flush(30)
+    assert relay_once(setup) == 0, "the restart took its own copy for another record"
+    named = provenance.SourcePartition(SOURCE, setup.source, 0)
+    copied = read_partition(local_stack.bootstrap(DESTINATION), setup.destination, 0)
+    assert [provenance.source_offset(list(r[5]), named) for r in copied] == list(range(20))
+
+
+def test_a_destination_deleted_and_created_again_is_relayed_again_whole(
+    local_stack, relay_setup, caplog
+):
+    from tests.fixtures.relay import recreate_topic
+
+    setup = relay_setup()
+    create_topic(local_stack.bootstrap(SOURCE), setup.source, 2)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    produce_every_shape(producer, setup.source, 2, 2, lambda _r, n: 1_700_000_000_000 + n)
+    producer.flush(30)
+    assert relay_once(setup) == 0
+    recreate_topic(local_stack.bootstrap(DESTINATION), setup.destination, 2)
+    assert relay_once(setup) == 0
+    assert_relayed(local_stack, setup, 2)
+    assert "not a resume point" in caplog.text
