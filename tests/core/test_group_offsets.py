@@ -122,3 +122,14 @@ def test_groups_match_whole_ids_and_move_only_forward() -> None:
     current = {("t", 0): 10, ("t", 1): 5}
     proposed = {("t", 0): 8, ("t", 1): 6, ("t", 2): 0}
     assert forward_moves(current, proposed) == {("t", 1): 6, ("t", 2): 0}
+
+
+def test_a_group_before_the_first_replicated_record_is_behind_not_exact() -> None:
+    # The export began at source offset 100: source offsets 50..99 were never replicated.
+    partition = Partition({i: 100 + i for i in range(50)})
+    translation = translate(50, partition.probe, 0, 150, 49)
+    assert (translation.destination_offset, translation.exact) == (0, False)
+    assert translation.behind_records == 50
+    # At the first replicated record, and after it: exact.
+    assert translate(100, partition.probe, 0, 150, 49).exact
+    assert translate(120, partition.probe, 0, 150, 49).destination_offset == 20

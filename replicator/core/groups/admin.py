@@ -12,7 +12,12 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaException
+from confluent_kafka import (
+    ConsumerGroupState,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+)
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -32,6 +37,16 @@ ACTIVE_STATES = frozenset(
 )
 
 TopicPartitionKey = tuple[str, int]
+MEMBERS_JOINED = frozenset(
+    {
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError.NON_EMPTY_GROUP,
+    }
+)
+"""What a broker answers a commit made from outside a group that has members (they joined
+after :meth:`GroupAdmin.is_active` looked): the group is active, not broken."""
 
 
 def matching(groups: Iterable[str], patterns: Iterable[str]) -> list[str]:
@@ -99,6 +114,12 @@ class GroupAdmin:
             ) from None
         return bool(described.members) or described.state in ACTIVE_STATES
 
+    def _joined(self, group: str, error: Any) -> GroupActiveError:
+        return GroupActiveError(
+            f"group {group!r} gained members on {self._where} while its offsets were being "
+            f"committed ({error.str()}): not moved (stop its consumers first)"
+        )
+
     def commit_forward(
         self, group: str, offsets: dict[TopicPartitionKey, int]
     ) -> dict[TopicPartitionKey, int]:
@@ -120,10 +141,14 @@ class GroupAdmin:
                 [request], request_timeout=ADMIN_TIMEOUT
             )[group].result(timeout=ADMIN_TIMEOUT)
         except KafkaException as exc:
+            if exc.args[0].code() in MEMBERS_JOINED:
+                raise self._joined(group, exc.args[0]) from None
             raise BrokerError.from_kafka(
                 f"committing offsets of group {group!r} on {self._where}", exc.args[0]
             ) from None
         for tp in result.topic_partitions or []:
+            if tp.error is not None and tp.error.code() in MEMBERS_JOINED:
+                raise self._joined(group, tp.error)
             if tp.error is not None:
                 raise BrokerError.from_kafka(
                     f"committing {tp.topic} partition {tp.partition} of group {group!r} "

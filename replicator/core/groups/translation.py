@@ -14,7 +14,12 @@ The answer for a committed source offset X (the next record the group reads):
   that record first; nothing before it is read again and nothing after it skipped;
 - when every replicated record is below X: the offset after the last one written. That is
   exact when the replay has passed X (the next record written has source offset >= X);
-  otherwise the group is *behind*: translated as far as the destination goes.
+  otherwise the group is *behind*: translated as far as the destination goes;
+- when X is below the source offset of the first record the destination holds: that
+  record, but *behind*, not exact: the records before it were never replicated (the
+  export began later) or are gone from the destination (its retention), and the group
+  would skip them. (Records filtered out or compacted away before the first one look the
+  same, so this errs on the side of saying "behind".)
 """
 
 from __future__ import annotations
@@ -38,12 +43,18 @@ class Translation:
     ``destination_offset`` reads exactly what was not read in the source."""
     replayed_until: int | None
     """Next source offset the destination will get (None: nothing replicated yet)."""
+    missing_before: int = 0
+    """Source offsets from the committed one up to the first record the destination holds
+    (the group starts before it: see the module docstring)."""
 
     @property
     def behind_records(self) -> int:
-        """Source offsets between what is replicated and the committed offset."""
+        """Source offsets between what is replicated and the committed offset, or that
+        the destination does not hold before its first record."""
         if self.exact:
             return 0
+        if self.missing_before:
+            return self.missing_before
         return self.source_offset - (self.replayed_until or 0)
 
 
@@ -77,6 +88,10 @@ def translate(
     end = max(low, last_destination_offset + 1)
     found = first_at_or_after(source_offset, probe, low, end)
     if found is not None:
+        first = probe(low)
+        if first is not None and first[0] == found and first[1] > source_offset:
+            missing = first[1] - source_offset
+            return Translation(source_offset, found, False, replayed_until, missing)
         return Translation(source_offset, found, True, replayed_until)
     exact = (replayed_until or 0) >= source_offset
     return Translation(source_offset, end, exact, replayed_until)
