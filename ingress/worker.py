@@ -358,10 +358,15 @@ class PartitionWorker(threading.Thread):
             f"(partition {self.partition} from offset {lowest}) but {what} within "
             f"{self.source.lost_segment_timeout:.0f}s"
         )
+        self._lost(message, f"starting at offset {lowest}")
+        return lowest
+
+    def _lost(self, message: str, instead: str, extra: dict[str, int] | None = None) -> None:
+        """What ``on_lost_segment`` says for something lost: halt, or log what is done
+        ``instead`` and go on."""
         if self.ingress.on_lost_segment == "fail":
             raise PartitionHaltedError(message)
-        self.log.error("%s; starting at offset %d (on_lost_segment = skip)", message, lowest)
-        return lowest
+        self.log.error("%s; %s (on_lost_segment = skip)", message, instead, extra=extra or {})
 
     def _replay(self, writer: RecordWriter, next_offset: int) -> int | None:
         """Replay in offset order. Returns the next offset when caught up and due to
@@ -438,13 +443,7 @@ class PartitionWorker(threading.Thread):
             f"{self.partition} offsets {gap.first}..{gap.last} did not appear within "
             f"{self.source.lost_segment_timeout:.0f}s"
         )
-        if self.ingress.on_lost_segment == "fail":
-            raise PartitionHaltedError(message)
-        self.log.error(
-            "%s; skipping them (on_lost_segment = skip)",
-            message,
-            extra={"start": gap.first, "end": gap.last},
-        )
+        self._lost(message, "skipping them", {"start": gap.first, "end": gap.last})
         return None, gap.last + 1
 
     def _replay_segment(self, writer: RecordWriter, stored: StoredSegment, next_offset: int) -> int:

@@ -9,18 +9,13 @@ here."""
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
 from replicator.core.kafka.errors import OwnershipLostError
 from replicator.core.kafka.writer import PartitionWriter
 from tests.fixtures.independent import read_partition, watermarks
-from tests.fixtures.ingress import segment_batch
+from tests.fixtures.ingress import segment_table as table
 from tests.fixtures.writer import writer_destination
-
-
-def table(start: int, count: int) -> pa.Table:
-    return pa.Table.from_batches([segment_batch(start, count)])
 
 
 def test_a_successor_fences_an_open_transaction_and_the_zombie_commits_nothing(local_stack, unique):

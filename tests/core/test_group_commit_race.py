@@ -5,15 +5,14 @@ moved while the other groups are committed (it used to end the whole round, and
 
 from __future__ import annotations
 
-import time
-
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Producer
 
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.groups.plan import GroupPartition, commit_groups
 from replicator.core.groups.translation import Translation
 from replicator.core.kafka.checkpoints import WriteTarget
 from replicator.core.kafka.provenance import SourcePartition
+from tests.fixtures.independent import group_member
 from tests.fixtures.relay import create_topic
 from tests.fixtures.stack import DESTINATION
 
@@ -38,12 +37,7 @@ def test_a_group_that_gained_members_is_not_moved_and_the_others_are(local_stack
     for i in range(10):
         producer.produce(topic, b"%d" % i, partition=0)
     producer.flush(30)
-    member = Consumer({"bootstrap.servers": bootstrap, "group.id": busy})
-    member.subscribe([topic])
-    deadline = time.monotonic() + 30
-    while not member.assignment():
-        assert time.monotonic() < deadline, "the member was not assigned"
-        member.poll(0.2)
+    member = group_member(bootstrap, busy, topic)
     try:
         admin = CheckedTooEarly({"bootstrap.servers": bootstrap}, DESTINATION)
         moved = commit_groups(admin, [row(busy, topic), row(idle, topic)])

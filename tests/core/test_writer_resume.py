@@ -16,18 +16,12 @@ from __future__ import annotations
 
 import logging
 
-import pyarrow as pa
-
 from replicator.core.groups.destination import OffsetTranslator
 from replicator.core.kafka.checkpoints import Checkpoint, furthest
 from replicator.core.kafka.writer import PartitionWriter
-from tests.fixtures.ingress import segment_batch
+from tests.fixtures.ingress import segment_table as table
 from tests.fixtures.relay import recreate_topic
 from tests.fixtures.writer import writer_destination
-
-
-def table(start: int, count: int) -> pa.Table:
-    return pa.Table.from_batches([segment_batch(start, count)])
 
 
 def test_a_first_commit_without_records_keeps_the_last_destination_offset(local_stack, unique):

@@ -58,6 +58,19 @@ def relay_once(config: Config) -> int:
     return RelayService(config, stop_at_end=True, handle_signals=False).run()
 
 
+def identical_upstreams(local_stack, relay_setup, extra_broker, count: int, **options):
+    """A failover relay over ``east-b`` (preferred) and the local source, both holding the
+    same first ``count`` records."""
+    setup = relay_setup(
+        sources=(UPSTREAM_B, SOURCE), mode="failover", east_b=extra_broker.bootstrap, **options
+    )
+    both = [extra_broker.bootstrap, local_stack.bootstrap(SOURCE)]
+    for bootstrap in both:
+        create_topic(bootstrap, setup.source, PARTITIONS)
+    produce(both, setup.source, records(0, count))
+    return setup
+
+
 def switches(service: RelayService, setup, reason: str) -> float:
     return service.metrics.switches.labels(setup.source, reason)._value.get()
 
@@ -65,13 +78,7 @@ def switches(service: RelayService, setup, reason: str) -> float:
 def test_the_current_upstream_dies_and_the_other_goes_on_exactly(
     local_stack, relay_setup, extra_broker
 ):
-    setup = relay_setup(
-        sources=(UPSTREAM_B, SOURCE), mode="failover", east_b=extra_broker.bootstrap
-    )
-    both = [extra_broker.bootstrap, local_stack.bootstrap(SOURCE)]
-    for bootstrap in both:
-        create_topic(bootstrap, setup.source, PARTITIONS)
-    produce(both, setup.source, records(0, 200))
+    setup = identical_upstreams(local_stack, relay_setup, extra_broker, 200)
     service = RelayService(setup.config, handle_signals=False)
     thread = run_in_background(service)
     try:
@@ -96,16 +103,9 @@ def test_the_current_upstream_dies_and_the_other_goes_on_exactly(
 def test_an_upstream_falling_behind_past_the_threshold_is_left_for_the_leader(
     local_stack, relay_setup, extra_broker
 ):
-    setup = relay_setup(
-        sources=(UPSTREAM_B, SOURCE),
-        mode="failover",
-        east_b=extra_broker.bootstrap,
-        relay_options="lag_threshold = 50",
+    setup = identical_upstreams(
+        local_stack, relay_setup, extra_broker, 100, relay_options="lag_threshold = 50"
     )
-    both = [extra_broker.bootstrap, local_stack.bootstrap(SOURCE)]
-    for bootstrap in both:
-        create_topic(bootstrap, setup.source, PARTITIONS)
-    produce(both, setup.source, records(0, 100))
     service = RelayService(setup.config, handle_signals=False)
     thread = run_in_background(service)
     try:
@@ -212,13 +212,7 @@ def test_with_no_upstream_answering_the_relay_waits_and_never_exits_by_itself(
 def test_an_edited_list_of_upstreams_relays_nothing_twice(
     local_stack, relay_setup, extra_broker, tmp_path
 ):
-    setup = relay_setup(
-        sources=(UPSTREAM_B, SOURCE), mode="failover", east_b=extra_broker.bootstrap
-    )
-    both = [extra_broker.bootstrap, local_stack.bootstrap(SOURCE)]
-    for bootstrap in both:
-        create_topic(bootstrap, setup.source, PARTITIONS)
-    produce(both, setup.source, records(0, 200))
+    setup = identical_upstreams(local_stack, relay_setup, extra_broker, 200)
     assert relay_once(setup.config) == 0
 
     # The first upstream is lost for good; the operator removes it from the list.

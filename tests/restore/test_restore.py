@@ -26,7 +26,7 @@ from replicator.core.kafka.writer import PartitionWriter
 from replicator.restore.errors import ArchivedSegmentsError, RestoreError
 from replicator.restore.job import RestoreJob, RestoreRequest
 from tests.fixtures.egress import create_topic
-from tests.fixtures.independent import read_partition
+from tests.fixtures.independent import group_member, read_partition
 from tests.fixtures.ingress import segment_batch
 from tests.fixtures.records import plain, produce_every_shape, to_batch
 from tests.fixtures.relay import create_topic as create_kafka_topic
@@ -313,12 +313,7 @@ checkpoint_partitions = 2
         store.restore(spark, store.topic)
 
     # --append while ingress runs (its group has a member): refused, nothing written.
-    member = Consumer({**kafka, "group.id": group, "session.timeout.ms": 6000})
-    member.subscribe([checkpoints])
-    deadline = time.monotonic() + 30
-    while not member.assignment():
-        assert time.monotonic() < deadline, "the stand-in ingress member was not assigned"
-        member.poll(0.2)
+    member = group_member(kafka["bootstrap.servers"], group, checkpoints)
     try:
         with pytest.raises(RestoreError, match=f"being written by ingress \\(group '{group}'"):
             store.restore(spark, store.topic, append=True)
