@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml
 # Test files run in parallel, one per core (each worker starts its own local stack);
 # a file's tests stay together, in order, on one worker.
 test: setup
-	$(BIN)/python -m pytest -n auto --dist loadfile --durations=25
+	$(BIN)/python -m pytest -n auto --dist worksteal --durations=25
 
 unit: setup
 	$(BIN)/python -m pytest -m 'not integration'

@@ -24,6 +24,7 @@ from compaction.scheduling import run_bounded
 from replicator.core.config import Config, required
 from replicator.core.errors import ConfigError
 from replicator.core.faults import COMPACTION_DURING_CLEANUP, crash_point
+from replicator.core.logs import configure_worker_logging
 from replicator.core.segments.errors import SegmentError
 from replicator.core.spark import config_from_json, config_to_json, spark_session
 
@@ -75,6 +76,7 @@ def _merge_task(payload: MergePayload) -> MergeResult:
     """One merge in a Spark task. An input that is not a usable segment (corrupt, hostile,
     not matching its key) fails this merge only, with the key and the reason: raising
     would fail the whole run, and every later run at the same place."""
+    configure_worker_logging()
     config_json, region, merge, storage_class, delete = payload
     try:
         return run_merge(config_from_json(config_json), region, merge, storage_class, delete)

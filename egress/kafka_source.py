@@ -42,7 +42,7 @@ from replicator.core.config import Config, required
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.errors import BrokerError
-from replicator.core.logs import partition_fields
+from replicator.core.logs import configure_worker_logging, partition_fields
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaTask)
+        configure_worker_logging()
         tune_collector()  # this Python worker builds a few objects per record
         config = config_from_options(self._options)
         for rng in partition.ranges:

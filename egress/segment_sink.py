@@ -40,6 +40,7 @@ from replicator.core.faults import (
     crash_point,
 )
 from replicator.core.kafka.clients import client_config
+from replicator.core.logs import configure_worker_logging
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import SegmentStore, SpooledSegment
 
@@ -244,6 +245,7 @@ class SegmentStreamWriter(DataSourceStreamArrowWriter):
         self._options = {CONFIG_OPTION: options[CONFIG_OPTION]}
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SegmentsWritten:
+        configure_worker_logging()
         return SegmentsWritten(write_ranges(config_from_options(self._options), iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from replicator import __version__
 from replicator.core.config import Config, load_config, required
 from replicator.core.errors import ConfigError, ReplicatorError
-from replicator.core.logs import configure_logging
+from replicator.core.logs import configure_logging, current_logging
 from replicator.core.signals import stop_on_signals
 from replicator.core.spark_environment import explain_executor_failure
 
@@ -362,10 +362,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         code = handler(args)
     except ConfigError as exc:
-        print(f"replicator: config error: {exc}", file=sys.stderr)
+        _fail(f"config error: {exc}")
         code = 2
     except ReplicatorError as exc:
-        print(f"replicator: {exc}", file=sys.stderr)
+        _fail(str(exc))
         code = 1
     except KeyboardInterrupt:
         code = 130
@@ -373,6 +373,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         explanation = explain_executor_failure(str(exc))
         if explanation is None:
             raise
-        print(f"replicator: {explanation}", file=sys.stderr)
+        _fail(explanation)
         code = 1
     sys.exit(code)
+
+
+def _fail(message: str) -> None:
+    """Why the command failed, on stderr: a line of its own in text mode, a JSON line of
+    the ``replicator`` logger in JSON mode (every line JSON)."""
+    if current_logging()[1] == "json":
+        logging.getLogger("replicator").error("%s", message)
+    else:
+        print(f"replicator: {message}", file=sys.stderr)

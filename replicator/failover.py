@@ -28,7 +28,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from replicator.core.aws.errors import StorageError
-from replicator.core.config import Config, RelayConfig, required
+from replicator.core.config import Config, IngressSource, RelayConfig, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.groups.plan import GroupPartition, commit_groups
@@ -86,17 +86,25 @@ class FailoverReport:
     partitions: list[PartitionReadiness]
     groups: list[GroupReadiness]
     applied: bool = False
+    unreachable: list[str] = field(default_factory=list)
+    """What could not be reached, and which part of the report it leaves out."""
 
     @property
     def ready(self) -> bool:
-        """Every group ready, and at least one group (none found is no assurance)."""
-        return bool(self.groups) and all(g.ready(self.applied) for g in self.groups)
+        """Every group ready, at least one group (none found is no assurance), and
+        everything reached (what was not may hide a group or a gap)."""
+        return (
+            bool(self.groups)
+            and not self.unreachable
+            and all(g.ready(self.applied) for g in self.groups)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "destination_region": self.destination_region,
             "ready": self.ready,
             "applied": self.applied,
+            "unreachable": self.unreachable,
             "partitions": [
                 {
                     "region": p.source.origin,
@@ -167,15 +175,23 @@ def _listed(store: SegmentStore, source: SourcePartition) -> list[StoredSegment]
         return None
 
 
-def _ingress_partitions(config: Config) -> list[PartitionReadiness]:
-    from ingress.sources import concrete_sources
-
+def _ingress_partitions(
+    config: Config, sources: list[IngressSource], unreachable: list[str]
+) -> list[PartitionReadiness]:
     ingress = required(config, "ingress")
     destination = SegmentStore.for_region(config, ingress.region)
     rows = []
-    for source in concrete_sources(ingress, destination.list_topics):
+    for source in sources:
         origin = SegmentStore.for_region(config, source.region)
-        for partition in destination.list_partitions(source.region, source.topic):
+        try:
+            listed = destination.list_partitions(source.region, source.topic)
+        except StorageError as exc:
+            unreachable.append(
+                f"bucket {destination.bucket} ({ingress.region}): the partitions of "
+                f"{source.region}/{source.topic} are not known ({exc})"
+            )
+            continue
+        for partition in listed:
             sp = SourcePartition(source.region, source.topic, partition)
             row = PartitionReadiness(sp, source.destination)
             present = _listed(destination, sp) or []
@@ -188,22 +204,57 @@ def _ingress_partitions(config: Config) -> list[PartitionReadiness]:
     return rows
 
 
-def _ingress_report(config: Config, names: set[str] | None) -> FailoverReport:
-    from ingress.group_sync import translate_exported
+def _ingress_sources(config: Config, unreachable: list[str]) -> list[IngressSource]:
+    """The concrete sources: from the bucket's topics, or the named ones when the bucket
+    does not answer (patterns then match nothing known)."""
     from ingress.sources import concrete_sources
 
     ingress = required(config, "ingress")
-    kafka = client_config(config.region(ingress.region).kafka)
-    partitions = _ingress_partitions(config)
+    store = SegmentStore.for_region(config, ingress.region)
+    try:
+        return concrete_sources(ingress, store.list_topics)
+    except StorageError as exc:
+        unreachable.append(f"bucket {store.bucket} ({ingress.region}): topics not listed ({exc})")
+        return [s for s in ingress.sources if s.topic]
+
+
+def _ingress_report(config: Config, names: set[str] | None) -> FailoverReport:
+    from ingress.group_sync import translate_exported
+
+    ingress = required(config, "ingress")
+    kafka = client_config(config.region(ingress.region).kafka, socket_timeout_ms=3000)
+    unreachable: list[str] = []
+    sources = _ingress_sources(config, unreachable)
+    partitions = _ingress_partitions(config, sources, unreachable)
     counts: dict[tuple[str, str], int] = {}
     for row in partitions:
         key = (row.source.origin, row.source.topic)
         counts[key] = max(counts.get(key, 0), row.source.partition + 1)
+    report = FailoverReport(ingress.region, partitions, [], unreachable=unreachable)
+    if not _kafka_answers(kafka, ingress.region, report):
+        return report
     checkpoints = CheckpointStore(kafka, ingress.checkpoint_topic, ingress.checkpoint_partitions)
     _replayed(checkpoints, partitions)
-    sources = concrete_sources(ingress, SegmentStore.for_region(config, ingress.region).list_topics)
-    rows = translate_exported(config, kafka, sources, counts, names)
-    return FailoverReport(ingress.region, partitions, _groups(kafka, ingress.region, rows, names))
+    try:
+        rows = translate_exported(config, kafka, sources, counts, names)
+    except ReplicatorError as exc:
+        unreachable.append(f"consumer groups not translated: {exc}")
+        rows = []
+    report.groups = _groups(kafka, ingress.region, rows, names, unreachable)
+    return report
+
+
+def _kafka_answers(kafka: dict[str, Any], region: str, report: FailoverReport) -> bool:
+    """Whether the destination cluster answers; if not, the report says what is missing."""
+    try:
+        AdminClient(kafka).list_topics(timeout=REACH_TIMEOUT)
+    except KafkaException as exc:
+        report.unreachable.append(
+            f"Kafka of {region}: positions in the destination and consumer groups unknown "
+            f"({exc.args[0].str()})"
+        )
+        return False
+    return True
 
 
 # -- direct relay -------------------------------------------------------------------------
@@ -213,8 +264,13 @@ def _relay_report(config: Config, names: set[str] | None) -> FailoverReport:
     from replicator.relay.groups import relay_target, translate_upstream
 
     relay = required(config, "relay")
-    kafka = client_config(config.region(relay.destination).kafka)
+    kafka = client_config(config.region(relay.destination).kafka, socket_timeout_ms=3000)
+    unreachable: list[str] = []
     ends = _upstream_ends(config, relay)
+    if not ends:
+        unreachable.append(
+            f"upstreams {', '.join(relay.sources)}: none answered; source ends unknown"
+        )
     partitions = []
     for (topic, partition), end in sorted(ends.items()):
         target = relay_target(relay, SourcePartition(relay.origin, topic, partition))
@@ -222,14 +278,20 @@ def _relay_report(config: Config, names: set[str] | None) -> FailoverReport:
             continue
         row = PartitionReadiness(target.source, target.destination_topic, source_end=end)
         partitions.append(row)
+    report = FailoverReport(relay.destination, partitions, [], unreachable=unreachable)
+    if not _kafka_answers(kafka, relay.destination, report):
+        return report
     checkpoints = CheckpointStore(kafka, relay.checkpoint_topic, relay.checkpoint_partitions)
     _replayed(checkpoints, partitions)
     for row in partitions:
         row.available_end = row.replayed_until
-    rows = translate_upstream(config, kafka, names, relay.consumer_groups)
-    return FailoverReport(
-        relay.destination, partitions, _groups(kafka, relay.destination, rows, names)
-    )
+    try:
+        rows = translate_upstream(config, kafka, names, relay.consumer_groups)
+    except (ReplicatorError, KafkaException) as exc:
+        unreachable.append(f"consumer groups not translated: {exc}")
+        rows = []
+    report.groups = _groups(kafka, relay.destination, rows, names, unreachable)
+    return report
 
 
 def _upstream_ends(config: Config, relay: RelayConfig) -> dict[tuple[str, int], int]:
@@ -268,14 +330,22 @@ def _replayed(checkpoints: CheckpointStore, partitions: list[PartitionReadiness]
 
 
 def _groups(
-    kafka: dict[str, object], region: str, rows: list[GroupPartition], names: set[str] | None
+    kafka: dict[str, object],
+    region: str,
+    rows: list[GroupPartition],
+    names: set[str] | None,
+    unreachable: list[str],
 ) -> list[GroupReadiness]:
     admin = GroupAdmin(dict(kafka), region)
     found: dict[str, GroupReadiness] = {n: GroupReadiness(n) for n in names or ()}
     for row in rows:
         found.setdefault(row.group, GroupReadiness(row.group)).rows.append(row)
     for group in found.values():
-        group.active = admin.is_active(group.group)
+        try:
+            group.active = admin.is_active(group.group)
+        except ReplicatorError as exc:
+            group.active = True  # not known to be idle: never moved
+            unreachable.append(f"whether group {group.group!r} has members: {exc}")
     return [found[name] for name in sorted(found)]
 
 
@@ -365,6 +435,9 @@ def render(report: FailoverReport, now: float | None = None) -> str:
                 )
             )
     lines += _columns(by_group)
+    if report.unreachable:
+        lines += ["", "NOT REACHED (the report is incomplete; not ready):"]
+        lines += [f"  {what}" for what in report.unreachable]
     if not report.groups:
         lines += ["", "no consumer groups found: name them with --group"]
         return "\n".join(lines)

@@ -34,7 +34,8 @@ REACH_TIMEOUT = 5.0
 class PartitionStatus:
     region: str
     topic: str
-    partition: int
+    partition: int | None
+    """None: no partition could be listed (everything that would say is unreachable)."""
     source_end: int | None = None
     """Log end offset of the source partition (None: cluster unreachable)."""
     exported_end: int | None = None
@@ -48,6 +49,9 @@ class PartitionStatus:
     destination_topic: str | None = None
     halted: str = ""
     notes: list[str] = field(default_factory=list)
+    unreachable: dict[str, str] = field(default_factory=dict)
+    """Column -> what could not be reached to fill it (``source end``, ``exported``,
+    ``replayed``)."""
 
     @property
     def egress_lag_records(self) -> int | None:
@@ -120,8 +124,10 @@ def _log_ends(config: Config, region: str, topic: str) -> dict[int, int] | None:
 
 
 def collect(config: Config) -> list[PartitionStatus]:
-    """One row per source partition. Segments are read from the source region's bucket,
-    or from the ingress region's replicated copy where the source bucket has none."""
+    """One row per source partition, whatever does not answer: a row per configured topic
+    when no partition can be listed, with what could not be reached in the columns it
+    would fill. Segments are read from the source region's bucket, or from the ingress
+    region's replicated copy where the source bucket has none."""
     rows: list[PartitionStatus] = []
     for region, topic in _sources(config):
         stores = [SegmentStore.for_region(config, region)]
@@ -129,32 +135,44 @@ def collect(config: Config) -> list[PartitionStatus]:
             stores.append(SegmentStore.for_region(config, config.ingress.region))
         ends = _log_ends(config, region, topic)
         listed: dict[int, SegmentStore] = {}
+        unlisted: list[str] = []
         for store in reversed(stores):  # the source bucket wins
             try:
                 listed.update({p: store for p in store.list_partitions(region, topic)})
             except StorageError as exc:
+                unlisted.append(f"bucket {store.bucket}")
                 log.warning(
                     "cannot list segments of %s/%s in %s: %s", region, topic, store.bucket, exc
                 )
-        for partition in sorted(set(listed) | set(ends or {})):
+        known = sorted(set(listed) | set(ends or {}))
+        partitions: list[int | None] = list(known) if known else [None]
+        for partition in partitions:
             row = PartitionStatus(region, topic, partition)
             if ends is None:
-                row.notes.append(f"Kafka of {region} unreachable")
+                row.unreachable["source end"] = f"Kafka of {region}"
             else:
-                row.source_end = ends.get(partition)
+                row.source_end = None if partition is None else ends.get(partition)
             if partition in listed:
-                segments = listed[partition].list_segments(region, topic, partition)
-                for segment in segments:
-                    row.segments[segment.segment_key.level] = (
-                        row.segments.get(segment.segment_key.level, 0) + 1
-                    )
-                row.exported_end = exported_end(s.segment_key for s in segments)
-                if segments:
-                    stamps = [s.last_modified.timestamp() for s in segments if s.last_modified]
-                    row.last_export_time = max(stamps) if stamps else None
-            _replayed(config, row)
+                _exported(row, listed[partition])
+            elif len(unlisted) == len(stores):
+                row.unreachable["exported"] = ", ".join(unlisted)
+            if partition is not None:
+                _replayed(config, row)
+            elif config.ingress and config.ingress.match(region, topic):
+                row.unreachable.setdefault("replayed", "no partition known")
             rows.append(row)
     return rows
+
+
+def _exported(row: PartitionStatus, store: SegmentStore) -> None:
+    assert row.partition is not None
+    segments = store.list_segments(row.region, row.topic, row.partition)
+    for segment in segments:
+        level = segment.segment_key.level
+        row.segments[level] = row.segments.get(level, 0) + 1
+    row.exported_end = exported_end(s.segment_key for s in segments)
+    stamps = [s.last_modified.timestamp() for s in segments if s.last_modified]
+    row.last_export_time = max(stamps) if stamps else None
 
 
 def _replayed(config: Config, row: PartitionStatus) -> None:
@@ -166,10 +184,15 @@ def _replayed(config: Config, row: PartitionStatus) -> None:
         return
     source = found[1]
     row.destination_topic = source.destination
-    kafka = client_config(config.region(ingress.region).kafka)
+    kafka = client_config(config.region(ingress.region).kafka, socket_timeout_ms=3000)
     checkpoints = CheckpointStore(kafka, ingress.checkpoint_topic, ingress.checkpoint_partitions)
+    assert row.partition is not None
     try:
         AdminClient(kafka).list_topics(timeout=REACH_TIMEOUT)
+    except KafkaException:
+        row.unreachable["replayed"] = f"Kafka of {ingress.region}"
+        return
+    try:
         point = checkpoints.resume_point(
             WriteTarget(
                 SourcePartition(row.region, row.topic, row.partition),
@@ -203,15 +226,16 @@ def render(rows: list[PartitionStatus], now: float | None = None) -> str:
     for row in rows:
         egress_s, ingress_s = row.lag_seconds(now)
         segments = " ".join(f"L{k}:{v}" for k, v in sorted(row.segments.items())) or "-"
-        state = f"HALTED: {row.halted}" if row.halted else ("; ".join(row.notes) or "ok")
+        state = f"HALTED: {row.halted}" if row.halted else "; ".join(row.notes)
+        state = state or ("not known: see unreachable" if row.unreachable else "ok")
         lines.append(
             (
                 f"{row.region}/{row.topic}",
-                str(row.partition),
-                _num(row.source_end),
-                _num(row.exported_end),
+                "?" if row.partition is None else str(row.partition),
+                _cell(row, "source end", row.source_end),
+                _cell(row, "exported", row.exported_end),
                 segments,
-                _num(row.replayed_end),
+                _cell(row, "replayed", row.replayed_end),
                 _lag(row.egress_lag_records, egress_s),
                 _lag(row.ingress_lag_records, ingress_s),
                 state,
@@ -221,6 +245,11 @@ def render(rows: list[PartitionStatus], now: float | None = None) -> str:
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
     )
+
+
+def _cell(row: PartitionStatus, column: str, value: int | None) -> str:
+    what = row.unreachable.get(column)
+    return f"unreachable: {what}" if what else _num(value)
 
 
 def _num(value: int | None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -35,6 +36,10 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, default=str)
 
 
+LOG_ENV = "REPLICATOR_LOG"
+"""``LEVEL:FORMAT`` of the process that started a Spark job, for its Python workers."""
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     """Log to stderr; noisy client libraries are kept at WARNING."""
     handler = logging.StreamHandler(sys.stderr)
@@ -42,6 +47,22 @@ def configure_logging(level: str = "INFO", fmt: str = "text") -> None:
     logging.basicConfig(level=level.upper(), handlers=[handler], force=True)
     for noisy in ("botocore", "boto3", "s3transfer", "urllib3", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+_worker_configured = False
+
+
+def configure_worker_logging() -> None:
+    """In a Spark Python worker: log as the process that started the job does
+    (:data:`LOG_ENV`), once per worker. Without it a worker's lines would reach stderr
+    through Python's last-resort handler, bare messages in neither format."""
+    global _worker_configured
+    setting = os.environ.get(LOG_ENV)
+    if _worker_configured or not setting:
+        return
+    level, _, fmt = setting.partition(":")
+    configure_logging(level or "INFO", fmt or "text")
+    _worker_configured = True
 
 
 def current_logging() -> tuple[str, str]:

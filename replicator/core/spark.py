@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import socket
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -26,7 +27,9 @@ from replicator.core.config import (
     secret_paths,
     secret_text,
 )
+from replicator.core.logs import current_logging
 from replicator.core.spark_environment import executor_settings
+from replicator.core.spark_logs import spark_log_settings
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +68,52 @@ def spark_session(
         "spark.sql.streaming.numRecentProgressUpdates": "20",
         **executors,
         **_request_log_setting(),
+        **spark_log_settings(extra),
     }
     if not (master or "local").startswith("local"):
         defaults.update(CLUSTER_SECURITY)
+    java_options = ("spark.driver.extraJavaOptions",)  # merged into ours above
+    extra = {k: v for k, v in extra.items() if k not in java_options}
     for key, value in {**defaults, **extra}.items():
         builder = builder.config(key, value)
     with _jvm_ignores_termination():
+        if current_logging()[1] == "json":
+            _launch_jvm_with_json_stderr({**defaults, **extra})
         spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def _launch_jvm_with_json_stderr(settings: Mapping[str, str]) -> None:
+    """Start the driver's JVM (unless running) with its stderr read by this process: the
+    JVM's log4j2 lines are JSON already (:mod:`replicator.core.spark_logs`), and what the
+    JVM writes past log4j2 (``WARNING: Using incubator modules…`` at start, a crash
+    report) becomes a JSON line of the ``spark.jvm`` logger, so that every line a JSON
+    mode service writes is one JSON object."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:
+        return
+    conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})
+    SparkContext._ensure_initialized(gateway=gateway)
+    process = gateway.proc
+    threading.Thread(
+        target=_forward_jvm_stderr, args=(process.stderr,), name="jvm-stderr", daemon=True
+    ).start()
+
+
+def _forward_jvm_stderr(stream: Any) -> None:
+    jvm = logging.getLogger("spark.jvm")
+    for raw in stream:
+        line = raw.decode(errors="replace").rstrip("\n")
+        if not line:
+            continue
+        if line.startswith("{") and line.endswith("}"):
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        else:
+            jvm.warning("%s", line)
 
 
 def _request_log_setting() -> dict[str, str]:

@@ -27,6 +27,7 @@ from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.errors import RecordRefusedError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import PartitionWriter
+from replicator.core.logs import configure_worker_logging
 from replicator.core.read_ahead import ReadAhead
 from replicator.core.segments.errors import CorruptSegmentError, SegmentMismatchError
 from replicator.core.segments.key import SegmentKey
@@ -91,6 +92,7 @@ def target_of(task: RestoreTask) -> WriteTarget:
 
 def run_task(task: RestoreTask) -> PartitionResult:
     """The Spark entry point: never raises (a failure is the result's status)."""
+    configure_worker_logging()
     tune_collector()  # this Python worker builds the lists the writer produces
     started = time.monotonic()
     result = PartitionResult(task.plan.topic, task.plan.partition)

@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 from infra.ports import free_port
 from tests.fixtures.egress import create_topic, segment_count, start_egress
 from tests.fixtures.independent import assert_tiles, read_partition, s3_segments
+from tests.fixtures.logs import json_lines
 from tests.fixtures.probes import probe
 from tests.fixtures.spark import kill_group
 from tests.fixtures.stack import SOURCE
@@ -32,7 +33,7 @@ def test_streaming_picks_up_new_topics_serves_metrics_and_stops_cleanly_on_sigte
     )
     config_path.write_text(config_path.read_text() + '[egress.defaults]\nmax_segment_age = "1s"\n')
     log = tmp_path / "egress.log"
-    process = start_egress(config_path, log)
+    process = start_egress(config_path, log, log_format="json")
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
     try:
         for i in range(20):
@@ -78,6 +79,9 @@ def test_streaming_picks_up_new_topics_serves_metrics_and_stops_cleanly_on_sigte
         assert process.wait(120) == 0, log.read_text()[-3000:]
     finally:
         kill_group(process)
+    # --log-format json: every line one JSON object, Spark's JVM's among them.
+    loggers = {str(line["logger"]) for line in json_lines(log.read_text())}
+    assert any(name.startswith("org.apache.spark") for name in loggers), sorted(loggers)
     segments = s3_segments(local_stack.s3(), config.bucket(SOURCE), "data", SOURCE, second)
     source = read_partition(local_stack.bootstrap(SOURCE), second, 0)
     assert len(source) == 20

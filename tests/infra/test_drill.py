@@ -30,6 +30,7 @@ def test_drill_survives_ingress_kill_and_status_matches_the_stack(tmp_path):
     for rows in (result.status_running, result.status_stopped):
         assert sorted((r.topic, r.partition) for r in rows) == sorted(result.source_ends)
         for row in rows:
+            assert row.partition is not None
             end = result.source_ends[(row.topic, row.partition)]
             assert (row.source_end, row.exported_end, row.replayed_end) == (end, end, end)
             assert (row.egress_lag_records, row.ingress_lag_records) == (0, 0)

@@ -17,6 +17,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.core.config import KafkaConfig
+from replicator.core.kafka.client_logs import client_logger
 from replicator.core.kafka.errors import BrokerError, ServiceTopicError
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ def client_config(kafka: KafkaConfig, **overrides: Any) -> dict[str, Any]:
     conf: dict[str, Any] = {
         "bootstrap.servers": kafka.bootstrap_servers,
         "security.protocol": kafka.security_protocol,
+        "logger": client_logger(),
     }
     if kafka.sasl_mechanism:
         conf["sasl.mechanism"] = kafka.sasl_mechanism
