@@ -52,6 +52,7 @@ lint: setup $(TOOLS)/.installed
 	$(TOOLS)/bin/checkov --skip-download --quiet --compact -f infra/aws/replicator.yaml
 	$(BIN)/kubernetes-validate --strict --quiet infra/k8s/*.yaml
 	$(BIN)/python -m infra.deploy_checks
+	$(BIN)/python -m replicator.core.config_reference --check docs/configuration.md
 
 # The disaster-recovery drill on a throw-away local stack (free ports, own directory).
 demo: setup

@@ -11,6 +11,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from replicator import __version__
 from replicator.core.config import Config, load_config, required
@@ -138,6 +139,23 @@ def _status(args: argparse.Namespace) -> int:
     else:
         print(render(rows, now))
     return 0
+
+
+def _config(args: argparse.Namespace) -> int:
+    import json
+
+    if args.action == "schema":
+        from replicator.core.config import Config
+
+        print(json.dumps(Config.model_json_schema(), indent=2))
+        return 0
+    from replicator.config_check import check, render
+
+    if not args.config:
+        raise ConfigError("replicator config check", [("--config", "required")])
+    result = check(Path(args.config), connect_to=args.connect, write_probe=args.write_probe)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else render(result))
+    return 0 if result.ok else 1
 
 
 def _failover(args: argparse.Namespace) -> int:
@@ -336,6 +354,24 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument("--json", action="store_true", help="the final report as JSON")
     restore.add_argument("--master", help="Spark master URL (default local)")
     restore.set_defaults(handler=_restore)
+
+    config = commands.add_parser(
+        "config", help="check a config file, or print the JSON Schema of config files"
+    )
+    config.add_argument("action", choices=["check", "schema"])
+    config.add_argument("--config", help="the config file to check (TOML)")
+    config.add_argument(
+        "--connect",
+        action="store_true",
+        help="also ask each region's Kafka, bucket and queue whether they answer",
+    )
+    config.add_argument(
+        "--write-probe",
+        action="store_true",
+        help="with --connect: write and delete a probe object under each bucket's prefix",
+    )
+    config.add_argument("--json", action="store_true", help="machine-readable output")
+    config.set_defaults(handler=_config)
 
     failover = commands.add_parser(
         "failover",

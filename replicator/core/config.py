@@ -67,16 +67,20 @@ def _cron(value: str) -> str:
     return value
 
 
-Duration = Annotated[float, BeforeValidator(_duration), Field(ge=0)]
+AS_DURATION = BeforeValidator(_duration, json_schema_input_type=str | float)
+AS_SIZE = BeforeValidator(_size, json_schema_input_type=str | int)
+"""Durations and sizes are written as text ("5m", "4GiB") or numbers (seconds, bytes):
+what the JSON Schema of the file accepts too."""
+Duration = Annotated[float, AS_DURATION, Field(ge=0)]
 """Seconds, written in the file as e.g. "250ms", "5m" or "7d"."""
-Size = Annotated[int, BeforeValidator(_size), Field(ge=0)]
+Size = Annotated[int, AS_SIZE, Field(ge=0)]
 """Bytes, written in the file as e.g. "64KiB" or "4GiB" (a plain integer is bytes)."""
 TopicName = Annotated[str, AfterValidator(check_topic_name)]
 RegionName = Annotated[str, AfterValidator(check_region_name)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 RAW_SECRET_PROPERTIES = frozenset(
@@ -105,14 +109,23 @@ class KafkaConfig(_Model):
     """How to reach one region's Kafka cluster; every client of that region uses it."""
 
     bootstrap_servers: str = Field(min_length=1)
+    """Brokers to connect to first, ``host:port`` separated by commas."""
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    """How clients talk to the brokers: plain, TLS, SASL, or SASL over TLS."""
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    """The SASL mechanism with ``SASL_*`` protocols (SCRAM-SHA-512 recommended)."""
     sasl_username: str | None = None
+    """The SASL user this service authenticates as."""
     sasl_password: SecretStr | None = None
+    """The SASL password: write it as a ``${NAME}`` reference to an environment variable."""
     ssl_ca_location: str | None = None
+    """CA certificate file (PEM) that the brokers' certificates are checked against."""
     ssl_certificate_location: str | None = None
+    """Client certificate file (PEM), for brokers that authenticate clients by TLS."""
     ssl_key_location: str | None = None
+    """Client private key file (PEM) of ``ssl_certificate_location``."""
     ssl_key_password: SecretStr | None = None
+    """Password of ``ssl_key_location``: a ``${NAME}`` reference."""
     config: dict[str, str | int | float | bool] = Field(default_factory=dict)
     """Raw librdkafka properties, passed through after the fields above. Secrets and the
     settings the typed fields own are refused here (see ``_check_raw_config``)."""
@@ -171,7 +184,9 @@ class RegionConfig(_Model):
     relay reads or writes may be named with Kafka settings alone."""
 
     bucket: str | None = Field(default=None, min_length=3, max_length=63)
+    """The region's S3 bucket of segments (a relay-only cluster has none)."""
     kafka: KafkaConfig
+    """How to reach the region's Kafka cluster."""
     sqs_queue: str | None = None
     """Queue receiving this region's bucket notifications (needed where ingress runs)."""
     aws_region: str | None = None
@@ -194,11 +209,17 @@ class S3Config(_Model):
     endpoint_url: str | None = None
     """Leave out on AWS; set for S3-compatible stores and the local stack."""
     prefix: str = "data"
+    """Key prefix under which every segment, descriptor and offsets object lives."""
     access_key_id: str | None = None
+    """Static access key; leave out to use the default AWS credential chain."""
     secret_access_key: SecretStr | None = None
+    """Secret of ``access_key_id``: a ``${NAME}`` reference."""
     storage_class: StorageClass | None = None
+    """Storage class of the segments egress writes (S3's default when unset)."""
     sse: Literal["none", "SSE-S3", "SSE-KMS"] = "none"
+    """Server-side encryption of written objects."""
     sse_kms_key_id: str | None = None
+    """KMS key of ``sse = "SSE-KMS"`` (the account's default key when unset)."""
     multipart_part_size: Size = 16 * 1024**2
     """Upload part size: memory per open segment writer is about one part plus one row group."""
 
@@ -228,16 +249,22 @@ class EgressTopicConfig(_Model):
     """
 
     max_segment_messages: PositiveInt = 1_000_000
-    max_segment_bytes: Annotated[int, BeforeValidator(_size), Field(gt=0)] = 100 * 1024**2
+    """A segment closes after this many records."""
+    max_segment_bytes: Annotated[int, AS_SIZE, Field(gt=0)] = 100 * 1024**2
+    """A segment closes at this many bytes of records (``256MiB``)."""
     max_segment_age: Duration = 300.0
+    """A segment closes when its first record is this old (``5m``): the latency floor."""
 
 
 class EgressTopicOverrides(_Model):
     """A topic's table under ``[egress.topics]``: what it sets overrides ``[egress.defaults]``."""
 
     max_segment_messages: PositiveInt | None = None
-    max_segment_bytes: Annotated[int, BeforeValidator(_size), Field(gt=0)] | None = None
+    """This topic's ``max_segment_messages`` (default: ``[egress.defaults]``)."""
+    max_segment_bytes: Annotated[int, AS_SIZE, Field(gt=0)] | None = None
+    """This topic's ``max_segment_bytes`` (default: ``[egress.defaults]``)."""
     max_segment_age: Duration | None = None
+    """This topic's ``max_segment_age`` (default: ``[egress.defaults]``)."""
 
 
 def _host(value: str) -> str:
@@ -262,22 +289,29 @@ def _regex(value: str) -> str:
 
 class EgressConfig(_Model):
     region: RegionName
+    """The region egress exports from (its cluster and bucket)."""
     checkpoint_location: str = ".replicator/egress-checkpoint"
     """Spark's checkpoint directory (local, or a Hadoop-compatible file system)."""
     state_dir: str = ".replicator/egress-state"
     """Driver-local statistics shared by the driver's processes (metrics, size estimates)."""
     topics: dict[TopicName, EgressTopicOverrides] = Field(default_factory=dict)
+    """Topics to export by name, each with optional segment limits of its own."""
     topic_pattern: Annotated[str, AfterValidator(_regex)] | None = None
     """Topics whose whole name matches are exported too, with the defaults' thresholds."""
     defaults: EgressTopicConfig = Field(default_factory=EgressTopicConfig)
+    """Segment limits of every exported topic without its own."""
     group_id: str = Field(default="replicator-egress", min_length=1)
     """Consumer group whose committed offsets show egress progress to standard lag tools."""
     start_from: Literal["earliest", "latest"] = "earliest"
     """Where a partition with no committed offset and no exported segment starts."""
     on_data_loss: Literal["fail", "skip"] = "fail"
+    """Offsets gone from the source before export: stop (``fail``) or mark them and go on."""
     isolation_level: Literal["read_committed", "read_uncommitted"] = "read_committed"
-    trigger_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 1.0
+    """How the source is read: committed records only, or also open and aborted ones."""
+    trigger_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 1.0
+    """How often a streaming micro-batch starts."""
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    """Port of the Prometheus endpoint (and ``/healthz``, ``/readyz``); none when unset."""
     metrics_host: Annotated[str, AfterValidator(_host)] = "0.0.0.0"
     """Interface the metrics endpoint binds to (default: every interface)."""
     descriptor_interval: Duration = 60.0
@@ -285,11 +319,12 @@ class EgressConfig(_Model):
     consumer_groups: list[Annotated[str, AfterValidator(_regex)]] = Field(default_factory=list)
     """Consumer groups (regular expressions over whole ids) whose committed offsets on the
     exported topics are exported beside the segments, for failover."""
-    group_offsets_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 10.0
+    group_offsets_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 10.0
+    """How often the offsets of ``consumer_groups`` are exported."""
     skip_replicated: bool = False
     """Leave records that carry a ``replicator.source`` header out of the export (their
     offsets stay covered): two regions can then mirror each other's topics."""
-    stall_timeout: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 600.0
+    stall_timeout: Annotated[float, AS_DURATION, Field(gt=0)] = 600.0
     """``/healthz`` fails when the driver's loop has not come round for this long;
     ``/readyz`` while one trigger has run for longer. Longer than the longest batch (a
     catch-up after downtime)."""
@@ -310,6 +345,7 @@ class FilterSpec(_Model):
     """``module:attribute``; the pattern is matched by pydantic's engine, where ``$`` is
     the very end of the text."""
     config: dict[str, Any] = Field(default_factory=dict)
+    """The table the plugin's factory is called with."""
 
 
 TOPIC_PLACEHOLDER = "{topic}"
@@ -326,15 +362,22 @@ class IngressSource(_Model):
     whose whole name matches (found in the bucket, followed while ingress runs)."""
 
     region: RegionName
+    """The region whose segments this source replays."""
     topic: TopicName = ""
+    """The source topic's name (or ``topic_pattern``)."""
     topic_pattern: Annotated[str, AfterValidator(_regex)] | None = None
+    """A regular expression over whole topic names, instead of ``topic``."""
     destination_topic: Annotated[str, AfterValidator(_destination_template)] | None = None
     """Defaults to the source topic's name; ``{topic}`` in it is replaced by the source
     topic's name (e.g. ``"{topic}.copy"``)."""
     filters: list[FilterSpec] = Field(default_factory=list)
+    """Record filters, applied in order, before records are replayed."""
     first_segment_delay: Duration = 300.0
+    """Old descriptors only: how long after the first segment a partition starts."""
     late_segment_retries: Annotated[int, Field(ge=0)] = 5
+    """Looks for a missing segment before it is declared lost."""
     lost_segment_timeout: Duration = 3600.0
+    """How long a missing segment (or start) is waited for before it is lost."""
 
     @model_validator(mode="after")
     def _check_topic(self) -> IngressSource:
@@ -370,21 +413,28 @@ class IngressSource(_Model):
 
 class IngressConfig(_Model):
     region: RegionName
+    """The region ingress replays into (its cluster, bucket and queue)."""
     segment_events_topic: TopicName = "replicator.segmentevents"
+    """The topic of segment events, also the unit of work placement."""
     segment_events_partitions: PositiveInt = 16
     """Units of work placement: each instance owns the source partitions hashed to the
     events-topic partitions Kafka assigns it."""
     segment_events_retention: Duration = 7 * 86400.0
+    """Retention of the segment events topic."""
     checkpoint_topic: TopicName = "replicator.checkpoint"
+    """The compacted topic of the writers' checkpoints."""
     checkpoint_partitions: PositiveInt = 8
+    """Partitions of ``checkpoint_topic`` (must not change once created)."""
     group_id: str = Field(default="replicator-ingress", min_length=1)
+    """Consumer group of the ingress instances; also the writers' transactional id prefix."""
     on_lost_segment: Literal["fail", "skip"] = "fail"
-    relist_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 30.0
+    """A segment that never arrives: halt the partition (``fail``) or skip its offsets."""
+    relist_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 30.0
     """How often an idle partition re-lists its segments, in case an event was lost."""
-    checkpoint_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 1.0
+    checkpoint_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 1.0
     """Ignored, kept so that existing files load: a transaction now covers at most one row
     group (it is committed before every read)."""
-    transaction_timeout: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 60.0
+    transaction_timeout: Annotated[float, AS_DURATION, Field(gt=0)] = 60.0
     """``transaction.timeout.ms`` of the writers: a transaction open longer (a broker
     outage mid-transaction) is aborted by the coordinator; the worker then re-opens its
     writer and resumes."""
@@ -401,7 +451,7 @@ class IngressConfig(_Model):
     ``writer_idle_close``, or at once when another partition waits for one; re-opening
     resumes from the destination as a restart does. Raise it when more partitions than
     this are busy at once in a process, and the memory budget allows."""
-    writer_idle_close: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 60.0
+    writer_idle_close: Annotated[float, AS_DURATION, Field(gt=0)] = 60.0
     """A caught-up partition closes its writer after this long without segments."""
     processes: PositiveInt | None = None
     """Replay processes under one instance, each a member of the ingress group with its
@@ -409,19 +459,22 @@ class IngressConfig(_Model):
     one per core this process may run on. Set it where the cores seen are not the cores
     granted (a container's CPU limit)."""
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    """Port of the Prometheus endpoint (and ``/healthz``, ``/readyz``); none when unset."""
     metrics_host: Annotated[str, AfterValidator(_host)] = "0.0.0.0"
     """Interface the metrics endpoint binds to (default: every interface)."""
-    descriptor_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 30.0
+    descriptor_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 30.0
     """How often topic descriptors are read again: partitions added to a source, sources
     that appear after start, config changes."""
     sync_group_offsets: bool = True
     """Keep the translated offsets of exported consumer groups committed in the
     destination (groups with members there are never moved; offsets never go back)."""
-    group_sync_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 10.0
-    stall_timeout: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 180.0
+    group_sync_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 10.0
+    """How often exported consumer-group offsets are translated and committed."""
+    stall_timeout: Annotated[float, AS_DURATION, Field(gt=0)] = 180.0
     """``/healthz`` fails when the events loop, the SQS reader or the group sync has
     not come round its loop for this long (each loop's own waits are bounded well below)."""
     sources: list[IngressSource] = Field(default_factory=list)
+    """What to replay: one entry per source topic or pattern."""
 
     def process_count(self) -> int:
         """``processes``, or the cores this process may run on."""
@@ -452,12 +505,14 @@ class IngressConfig(_Model):
 
 class RelayTopic(_Model):
     source_topic: TopicName
+    """The upstream topic to relay."""
     destination_topic: TopicName | None = None
     """Defaults to the source topic's name (not allowed where a source is the destination)."""
     destination_partition: Annotated[int, Field(ge=0)] | None = None
     """Every source partition into this one (order kept per source partition); by default
     each source partition into the destination partition of the same number."""
     filters: list[FilterSpec] = Field(default_factory=list)
+    """Record filters, applied in order, before records are relayed."""
 
     @property
     def destination(self) -> str:
@@ -466,35 +521,45 @@ class RelayTopic(_Model):
 
 class RelayConfig(_Model):
     mode: Literal["single", "failover"] = "single"
+    """``single``: the first source only; ``failover``: identical upstreams, switched between."""
     sources: list[RegionName] = Field(min_length=1)
     """Upstream clusters, in order of preference; ``single`` uses the first. In
     ``failover`` they must be identical: the same records at the same offsets."""
     destination: RegionName
+    """The cluster the relay writes into."""
     lag_threshold: PositiveInt = 10_000
     """Records the current upstream may trail the most advanced healthy one by."""
-    health_check_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 1.0
-    checkpoint_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 0.2
+    health_check_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 1.0
+    """How often each upstream is asked for metadata and end offsets."""
+    checkpoint_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 0.2
     """Longest a transaction (records plus their checkpoint) stays open."""
     group_id: str = Field(default="replicator-relay", min_length=1)
+    """Consumer group of the relay instances; also the writers' transactional id prefix."""
     checkpoint_topic: TopicName = "replicator.checkpoint"
+    """The compacted topic of the writers' checkpoints (and the relay's identity)."""
     checkpoint_partitions: PositiveInt = 8
+    """Partitions of ``checkpoint_topic`` (must not change once created)."""
     assignment_topic: TopicName = "replicator.relay.assignments"
+    """The topic whose partitions the group assigns: the units of work placement."""
     assignment_partitions: PositiveInt = 16
     """Units of work placement, as ingress's events topic: each instance relays the source
     partitions hashed to the partitions of this topic the group assigns it."""
     start_from: Literal["earliest", "latest"] = "earliest"
     """Where a partition never relayed before starts."""
     metrics_port: Annotated[int, Field(ge=0, le=65535)] | None = None
+    """Port of the Prometheus endpoint (and ``/healthz``, ``/readyz``); none when unset."""
     metrics_host: Annotated[str, AfterValidator(_host)] = "0.0.0.0"
     """Interface the metrics endpoint binds to (default: every interface)."""
     consumer_groups: list[Annotated[str, AfterValidator(_regex)]] = Field(default_factory=list)
     """Upstream consumer groups (regular expressions over whole ids) whose offsets are
     kept translated and committed in the destination, for failover."""
-    group_sync_interval: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 10.0
-    stall_timeout: Annotated[float, BeforeValidator(_duration), Field(gt=0)] = 120.0
+    group_sync_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 10.0
+    """How often upstream consumer-group offsets are translated and committed."""
+    stall_timeout: Annotated[float, AS_DURATION, Field(gt=0)] = 120.0
     """``/healthz`` fails when the assignment loop or the upstream checks have not come
     round their loops for this long."""
     topics: list[RelayTopic] = Field(min_length=1)
+    """What to relay: one entry per upstream topic."""
     origin: RegionName = ""
     """The name provenance, checkpoint keys and work placement give the upstream offsets
     (identical upstreams share their offsets, so one name serves them all). Default: the
@@ -512,13 +577,21 @@ class RelayConfig(_Model):
 
 class CompactionTopicConfig(_Model):
     min_level: Annotated[int, Field(ge=0)] = 0
+    """The lowest level whose segments are merged."""
     max_level: Annotated[int, Field(ge=0)] = 0
+    """The highest level merged into (merges write one level up, at most this)."""
     min_segment_age: Duration = 3600.0
+    """Only segments older than this are merged."""
     min_segment_count: PositiveInt = 10
+    """A merge needs at least this many segments."""
     min_segment_bytes: Size = 1024**3
+    """... or at least this many bytes of them."""
     max_segment_count: PositiveInt = 1000
+    """A merge takes at most this many segments."""
     max_segment_bytes: Size = 4 * 1024**3
+    """A merge writes at most this many bytes."""
     delete: bool = True
+    """Delete merged inputs once the output is verified."""
 
     @model_validator(mode="after")
     def _check(self) -> CompactionTopicConfig:
@@ -534,9 +607,13 @@ class CompactionTopicConfig(_Model):
 
 class CompactionConfig(_Model):
     region: RegionName
+    """The region whose bucket is compacted."""
     schedule: Annotated[str, AfterValidator(_cron)] = "0 1 * * *"
+    """Cron expression of the runs (for the scheduler the deployment uses)."""
     parallelism: PositiveInt = 8
+    """Merges running at once."""
     topics: dict[TopicName, CompactionTopicConfig] = Field(default_factory=dict)
+    """Topics to compact, each with its merge rules."""
     storage_class: dict[Annotated[int, Field(ge=0)], StorageClass] = Field(default_factory=dict)
     """Storage class of the segments written at each level, e.g. {1 = "STANDARD_IA"}."""
     pushgateway_url: str | None = None
@@ -566,12 +643,19 @@ class Config(_Model):
     """The whole deployment. Build it with :func:`load_config`."""
 
     s3: S3Config = Field(default_factory=S3Config)
+    """How S3 is reached (endpoint, credentials, encryption)."""
     regions: dict[RegionName, RegionConfig]
+    """Every region or cluster by name: its Kafka, and its bucket and queue if it has them."""
     egress: EgressConfig | None = None
+    """The export from Kafka to S3 (Spark), in the source region."""
     ingress: IngressConfig | None = None
+    """The replay from S3 into Kafka, in the destination region."""
     compaction: CompactionConfig | None = None
+    """Merging small segments into larger ones (Spark batch)."""
     relay: RelayConfig | None = None
+    """The direct Kafka-to-Kafka relay."""
     spark: SparkConfig = Field(default_factory=SparkConfig)
+    """How Spark jobs reach their executors on a cluster."""
 
     _source: str = PrivateAttr(default="config")
     _secret_texts: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)

@@ -135,3 +135,18 @@ def s3_errors(operation: str, bucket: str, key: str | None = None) -> Iterator[N
         raise StorageError(operation, bucket, key, f"{code}: {message}") from exc
     except BotoCoreError as exc:
         raise StorageError(operation, bucket, key, str(exc)) from exc
+
+
+_PROBE_CONFIG = _BOTO_CONFIG.merge(
+    BotoConfig(retries={"max_attempts": 1, "mode": "standard"}, connect_timeout=3, read_timeout=5)
+)
+"""One attempt, a few seconds: ``replicator config check --connect`` reports what does
+not answer instead of retrying it."""
+
+
+def probe_clients(config: Config, region: str) -> tuple[S3Client, SQSClient]:
+    """S3 and SQS clients of ``region`` that try once (reachability checks)."""
+    return (
+        cast("S3Client", _client("s3", config, region, _PROBE_CONFIG)),
+        cast("SQSClient", _client("sqs", config, region, _PROBE_CONFIG)),
+    )
