@@ -53,6 +53,7 @@ lint: setup $(TOOLS)/.installed
 	$(BIN)/kubernetes-validate --strict --quiet infra/k8s/*.yaml
 	$(BIN)/python -m infra.deploy_checks
 	$(BIN)/python -m replicator.core.config_reference --check docs/configuration.md
+	$(BIN)/python -m infra.doc_links
 
 # The disaster-recovery drill on a throw-away local stack (free ports, own directory).
 demo: setup

@@ -308,7 +308,7 @@ checkpoint_partitions = 2
     writer.commit(5)
     writer.close()
 
-    # The README's refusal, with restore's defaults (the same topic name).
+    # The refusal docs/operations.md describes, with restore's defaults (the same topic name).
     with pytest.raises(RestoreError, match=r"that no restore of .* wrote, written by ingress"):
         store.restore(spark, store.topic)
 
