@@ -26,9 +26,9 @@ from bench.latency import lag_figures, steady_load
 from bench.local_stack import bench_stack
 from bench.workload import produce_workload
 from infra.drill import DestinationTail, Service
+from relay.service import RelayService
+from relay.worker import RelayWorker
 from replicator.core.logs import configure_logging
-from replicator.relay.service import RelayService
-from replicator.relay.worker import RelayWorker
 
 CONFIG = """
 [relay]

@@ -70,7 +70,7 @@ def _ingress(args: argparse.Namespace) -> int:
 
 
 def _relay(args: argparse.Namespace) -> int:
-    from replicator.relay.service import run_relay
+    from relay.service import run_relay
 
     config = _load(args)
     required(config, "relay")
@@ -178,10 +178,10 @@ def _restore(args: argparse.Namespace) -> int:
     import json
     import time
 
-    from replicator.restore.job import RestoreJob, RestoreRequest
-    from replicator.restore.planning import parse_until
-    from replicator.restore.report import describe, render
-    from replicator.restore.task import as_dict
+    from restore.job import RestoreJob, RestoreRequest
+    from restore.planning import parse_until
+    from restore.report import describe, render
+    from restore.task import as_dict
 
     config = _load(args)
     try:

@@ -261,7 +261,7 @@ def _kafka_answers(kafka: dict[str, Any], region: str, report: FailoverReport) -
 
 
 def _relay_report(config: Config, names: set[str] | None) -> FailoverReport:
-    from replicator.relay.groups import relay_target, translate_upstream
+    from relay.groups import relay_target, translate_upstream
 
     relay = required(config, "relay")
     kafka = client_config(config.region(relay.destination).kafka, socket_timeout_ms=3000)

@@ -38,7 +38,7 @@ from replicator.core.config import SparkConfig
 log = logging.getLogger(__name__)
 
 PROJECT_DISTRIBUTION = "kafka-s3-replicator"
-PROJECT_PACKAGES = ("replicator", "egress", "ingress", "compaction")
+PROJECT_PACKAGES = ("replicator", "egress", "ingress", "compaction", "relay", "restore")
 """The project's own top-level packages that tasks import (``infra`` and the tests stay)."""
 PROVIDED_BY_SPARK = frozenset({"pyspark", "py4j"})
 ARCHIVE_ALIAS = "replicator-env"

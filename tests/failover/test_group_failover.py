@@ -15,12 +15,12 @@ from egress.job import EgressJob
 from ingress.group_sync import group_sync
 from ingress.metrics import IngressMetrics
 from ingress.service import IngressService
+from relay.groups import group_sync as relay_group_sync
+from relay.service import RelayService
 from replicator.core.config import load_config, required
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
-from replicator.relay.groups import group_sync as relay_group_sync
-from replicator.relay.service import RelayService
 from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import read_partition, watermarks
 from tests.fixtures.relay import create_topic as create_relay_topic

@@ -16,8 +16,8 @@ from compaction.job import RunReport, export
 from infra.deploy_checks import used_metric_names
 from infra.ports import free_port
 from ingress.service import IngressService
+from relay.service import RelayService
 from replicator.core.config import parse_config
-from replicator.relay.service import RelayService
 from tests.fixtures.egress import one_partition_topic, start_egress
 from tests.fixtures.ingress import segment_batch, wait_for
 from tests.fixtures.probes import get

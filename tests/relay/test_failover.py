@@ -9,12 +9,12 @@ import time
 from collections.abc import Callable
 
 from infra.ports import free_port
+from relay.errors import RelayIdentityError
+from relay.failover import UpstreamState, choose_upstream
+from relay.service import RelayService
 from replicator.core.config import Config, load_config
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
-from replicator.relay.errors import RelayIdentityError
-from replicator.relay.failover import UpstreamState, choose_upstream
-from replicator.relay.service import RelayService
 from tests.fixtures.independent import read_partition
 from tests.fixtures.relay import UPSTREAM_B, create_topic, produce, record_counts
 from tests.fixtures.stack import DESTINATION, SOURCE

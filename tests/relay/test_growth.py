@@ -10,10 +10,10 @@ import time
 from confluent_kafka import Producer
 from confluent_kafka.admin import NewPartitions
 
+from relay.failover import UpstreamState, grown_partition_counts
+from relay.service import RelayService
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import await_leaders
-from replicator.relay.failover import UpstreamState, grown_partition_counts
-from replicator.relay.service import RelayService
 from tests.fixtures.independent import read_partition
 from tests.fixtures.relay import create_topic
 from tests.fixtures.stack import DESTINATION, SOURCE

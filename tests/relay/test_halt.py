@@ -15,12 +15,12 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
+from relay import worker as relay_worker
+from relay.failover import UpstreamState
+from relay.metrics import RelayMetrics
+from relay.worker import RelayWorker
 from replicator.core.filters import FilterChain, NamedFilter
 from replicator.core.kafka.testing import MemoryWriter
-from replicator.relay import worker as relay_worker
-from replicator.relay.failover import UpstreamState
-from replicator.relay.metrics import RelayMetrics
-from replicator.relay.worker import RelayWorker
 from tests.fixtures.relay import create_topic
 from tests.fixtures.stack import SOURCE
 

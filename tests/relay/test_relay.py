@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer, TopicPartition
 
+from relay.service import RelayService
 from replicator.core.errors import ConfigError
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.errors import DestinationTopicError
-from replicator.relay.service import RelayService
 from tests.fixtures.independent import read_partition
 from tests.fixtures.records import produce_every_shape
 from tests.fixtures.relay import create_topic

@@ -10,10 +10,10 @@ import threading
 import pytest
 from confluent_kafka import Producer
 
-from replicator.relay import health as relay_health
-from replicator.relay.errors import StopOffsetsError
-from replicator.relay.failover import UpstreamState, stop_offsets
-from replicator.relay.service import RelayService
+from relay import health as relay_health
+from relay.errors import StopOffsetsError
+from relay.failover import UpstreamState, stop_offsets
+from relay.service import RelayService
 from tests.fixtures.relay import create_topic, record_counts
 from tests.fixtures.stack import DESTINATION, SOURCE
 

@@ -6,8 +6,8 @@ import pytest
 
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import StoredSegment
-from replicator.restore.planning import parse_until, plan_partition, segments_from
-from replicator.restore.report import progress_line
+from restore.planning import parse_until, plan_partition, segments_from
+from restore.report import progress_line
 
 
 def stored(start: int, end: int, level: int = 0, storage_class: str | None = None) -> StoredSegment:

@@ -23,8 +23,8 @@ from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import PartitionWriter
-from replicator.restore.errors import ArchivedSegmentsError, RestoreError
-from replicator.restore.job import RestoreJob, RestoreRequest
+from restore.errors import ArchivedSegmentsError, RestoreError
+from restore.job import RestoreJob, RestoreRequest
 from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import group_member, read_partition
 from tests.fixtures.ingress import segment_batch

@@ -25,6 +25,22 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
+from relay.errors import (
+    SourceDataLossError,
+    UpstreamMismatchError,
+    UpstreamUnreadableError,
+)
+from relay.failover import (
+    TIMESTAMP_NONE,
+    Choice,
+    RecordRef,
+    UpstreamState,
+    backoff,
+    choose_upstream,
+    record_ref,
+    same_record,
+)
+from relay.metrics import RelayMetrics
 from replicator.core.config import Config, RelayTopic, required
 from replicator.core.filters import FilterChain
 from replicator.core.filters.errors import FilterError
@@ -43,22 +59,6 @@ from replicator.core.kafka.records import messages_to_records
 from replicator.core.kafka.tail import read_range, tail_reader
 from replicator.core.kafka.writer import RecordWriter
 from replicator.core.logs import ContextLog, partition_fields
-from replicator.relay.errors import (
-    SourceDataLossError,
-    UpstreamMismatchError,
-    UpstreamUnreadableError,
-)
-from replicator.relay.failover import (
-    TIMESTAMP_NONE,
-    Choice,
-    RecordRef,
-    UpstreamState,
-    backoff,
-    choose_upstream,
-    record_ref,
-    same_record,
-)
-from replicator.relay.metrics import RelayMetrics
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from typing import Any
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from relay.failover import TopicPartitionKey, UpstreamState
 from replicator.core.config import Config, required
 from replicator.core.health import CheckResult, Heartbeat
 from replicator.core.kafka.clients import client_config
-from replicator.relay.failover import TopicPartitionKey, UpstreamState
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ slots and the new owner's writer fences it and resumes exactly where the destina
 says it stopped.
 
 At start: the checkpoint and assignment topics are created when missing, the relay's
-identity is recorded or checked (:mod:`replicator.relay.identity`), and every
+identity is recorded or checked (:mod:`relay.identity`), and every
 destination topic is created like its source (partition count, copied configs) or
 checked to have enough partitions, before anything is relayed.
 """
@@ -23,6 +23,18 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from relay.errors import StopOffsetsError
+from relay.failover import (
+    UpstreamState,
+    backoff,
+    grown_partition_counts,
+    stop_offsets,
+)
+from relay.groups import group_sync
+from relay.health import UpstreamHealth
+from relay.identity import check_identity
+from relay.metrics import RelayMetrics
+from relay.worker import RelayWorker
 from replicator.core.config import Config, key_path, required
 from replicator.core.filters import FilterChain, load_chain
 from replicator.core.freezes import GROUP_SESSION_SECONDS, process_freeze_watch
@@ -37,18 +49,6 @@ from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.malloc import tune_process_memory
 from replicator.core.signals import stop_on_signals
 from replicator.core.workers import STOP_AT_END_SETTLE, GroupShare, WorkerPool
-from replicator.relay.errors import StopOffsetsError
-from replicator.relay.failover import (
-    UpstreamState,
-    backoff,
-    grown_partition_counts,
-    stop_offsets,
-)
-from replicator.relay.groups import group_sync
-from replicator.relay.health import UpstreamHealth
-from replicator.relay.identity import check_identity
-from replicator.relay.metrics import RelayMetrics
-from replicator.relay.worker import RelayWorker
 
 log = logging.getLogger(__name__)
 

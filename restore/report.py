@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from replicator.core.units import format_size
-from replicator.restore.planning import PartitionPlan
-from replicator.restore.task import PartitionResult
+from restore.planning import PartitionPlan
+from restore.task import PartitionResult
 
 
 @dataclass

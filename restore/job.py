@@ -36,10 +36,10 @@ from replicator.core.segments.descriptor import read_descriptor
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import SegmentStore, StoredSegment
 from replicator.core.spark import config_to_json, spark_session
-from replicator.restore.errors import ArchivedSegmentsError, RestoreError
-from replicator.restore.planning import PartitionPlan, plan_partition
-from replicator.restore.report import TopicPlan, progress_line
-from replicator.restore.task import PartitionResult, RestoreTask, run_task, target_of
+from restore.errors import ArchivedSegmentsError, RestoreError
+from restore.planning import PartitionPlan, plan_partition
+from restore.report import TopicPlan, progress_line
+from restore.task import PartitionResult, RestoreTask, run_task, target_of
 
 log = logging.getLogger(__name__)
 

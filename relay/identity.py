@@ -20,10 +20,10 @@ import json
 import logging
 import time
 
+from relay.errors import RelayIdentityError
 from replicator.core.config import RelayConfig
 from replicator.core.kafka.checkpoints import CheckpointStore
 from replicator.core.untrusted_json import check_fields, json_object
-from replicator.relay.errors import RelayIdentityError
 
 log = logging.getLogger(__name__)
 

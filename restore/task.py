@@ -33,7 +33,7 @@ from replicator.core.segments.errors import CorruptSegmentError, SegmentMismatch
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import SegmentStore, StoredSegment
 from replicator.core.spark import config_from_json
-from replicator.restore.planning import PartitionPlan, PlannedSegment, segments_from
+from restore.planning import PartitionPlan, PlannedSegment, segments_from
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ class SourceDataLossError(ReplicatorError):
 
 class RelayIdentityError(ReplicatorError):
     """The config names the upstream offsets otherwise than the relay recorded at its
-    first start (see :mod:`replicator.relay.identity`); nothing is relayed."""
+    first start (see :mod:`relay.identity`); nothing is relayed."""
 
 
 class StopOffsetsError(ReplicatorError):
