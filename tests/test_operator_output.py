@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -41,8 +40,8 @@ def down(tmp_path: Path) -> Path:
 
 
 def run(*args: str, seconds: float | None = None) -> subprocess.CompletedProcess[str]:
-    """``replicator --log-format json ARGS``; a service is stopped with SIGTERM after
-    ``seconds`` (then killed if it does not stop within 60 s)."""
+    """``replicator --log-format json ARGS``; a service still running after ``seconds`` is
+    stopped with SIGTERM (then killed if it does not stop within 60 s)."""
     command = [sys.executable, "-m", "replicator", "--log-format", "json", *args]
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
     if seconds is None:
@@ -50,13 +49,15 @@ def run(*args: str, seconds: float | None = None) -> subprocess.CompletedProcess
     process = subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
-    time.sleep(seconds)
-    process.send_signal(signal.SIGTERM)
     try:
-        out, err = process.communicate(timeout=60)
+        out, err = process.communicate(timeout=seconds)  # it may end by itself
     except subprocess.TimeoutExpired:
-        process.kill()
-        out, err = process.communicate()
+        process.send_signal(signal.SIGTERM)
+        try:
+            out, err = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
     return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 

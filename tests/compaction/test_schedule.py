@@ -3,6 +3,7 @@ are skipped, not made up for."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -35,7 +36,10 @@ def test_runs_fire_on_schedule_and_a_long_run_skips_instead_of_overlapping(caplo
         assert run_on_schedule("* * * * * *", run, stop) == 3
     # The fire times the long run took are skipped, not made up for: the next runs start
     # at later fire times one period apart, not back to back as soon as it ended.
-    assert any("past 2 fire times" in r.getMessage() for r in caplog.records), caplog.text
+    # 2.5 s from a fire time covers 2 later ones, or 3 when the run starts late.
+    assert any(re.search("past [23] fire times", r.getMessage()) for r in caplog.records), (
+        caplog.text
+    )
     assert 0 < started[1] - finished[0] <= 1.0
     assert started[2] - started[1] >= 0.9
 

@@ -14,7 +14,7 @@ def test_a_short_chaos_soak_loses_and_duplicates_nothing(tmp_path):
     out = io.StringIO()
     result = run_chaos(
         ChaosOptions(
-            workdir=tmp_path / "chaos", seconds=90, rate=1_000, max_pause=6, gap=(1.5, 4.0)
+            workdir=tmp_path / "chaos", seconds=75, rate=1_000, max_pause=6, gap=(1.5, 4.0)
         ),
         out,
     )
@@ -23,6 +23,7 @@ def test_a_short_chaos_soak_loses_and_duplicates_nothing(tmp_path):
     assert set(FAULTS) | {"kill restore"} == set(result.faults), text  # every kind, once or more
     assert result.lost == 0 and result.duplicated == 0, text
     # Ingress's copy of both topics, the relay's of one, the restore's of the other.
-    assert result.copies["demo.clicks (relay)"] == result.copies["demo.clicks"] > 45_000, text
+    half = result.produced // 2
+    assert result.copies["demo.clicks (relay)"] == result.copies["demo.clicks"] == half, text
     assert result.copies["demo.accounts (restore)"] == result.copies["demo.accounts"], text
     assert sum(result.copies.values()) == result.replayed == 2 * result.produced, text
