@@ -52,11 +52,16 @@ from replicator.core.aws.clients import s3_client
 from replicator.core.config import Config, required
 from replicator.core.groups.stored import read_group_offsets
 from replicator.core.kafka import provenance
+from replicator.core.kafka.client_logs import client_logger
 from replicator.core.segments.selection import exported_end
 from replicator.core.segments.store import SegmentStore
 from replicator.status import PartitionStatus, collect, render
 
 log = logging.getLogger(__name__)
+
+PLAIN: dict[str, Any] = {"logger": client_logger()}
+"""What the drill's own clients share: librdkafka's lines through Python logging, with
+repeats held back, as the services' clients."""
 
 SOURCE = "us-east-1"
 DESTINATION = "us-west-1"
@@ -188,7 +193,12 @@ class Workload:
 
     def _produce(self) -> None:
         producer = Producer(
-            {"bootstrap.servers": self.bootstrap, "linger.ms": 20, "compression.type": "lz4"}
+            {
+                **PLAIN,
+                "bootstrap.servers": self.bootstrap,
+                "linger.ms": 20,
+                "compression.type": "lz4",
+            }
         )
         rng = random.Random(20261122)
         total = self.options.records
@@ -278,6 +288,7 @@ class DestinationTail:
     def _run(self) -> None:
         consumer = Consumer(
             {
+                **PLAIN,
                 "bootstrap.servers": self.bootstrap,
                 "group.id": "drill-tail",
                 "enable.auto.commit": False,
@@ -680,7 +691,7 @@ class Drill:
 
 def create_workload_topics(bootstrap: str, partitions: int) -> None:
     """The workload's two topics: accounts compacted, clicks plain."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({**PLAIN, "bootstrap.servers": bootstrap})
     futures = admin.create_topics(
         [
             NewTopic(ACCOUNTS, partitions, config={"cleanup.policy": "compact"}),
@@ -692,7 +703,7 @@ def create_workload_topics(bootstrap: str, partitions: int) -> None:
 
 
 def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    consumer = Consumer({**PLAIN, "bootstrap.servers": bootstrap, "group.id": group})
     try:
         consumer.commit(
             offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
@@ -708,6 +719,7 @@ def first_reads(bootstrap: str, group: str, topic: str, wanted: set[int]) -> dic
     is read too, and shows)."""
     consumer = Consumer(
         {
+            **PLAIN,
             "bootstrap.servers": bootstrap,
             "group.id": group,
             "enable.auto.commit": False,
@@ -736,7 +748,7 @@ def first_reads(bootstrap: str, group: str, topic: str, wanted: set[int]) -> dic
 
 
 def source_ends(bootstrap: str, partitions: int) -> dict[tuple[str, int], int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "drill-ends"})
+    consumer = Consumer({**PLAIN, "bootstrap.servers": bootstrap, "group.id": "drill-ends"})
     try:
         return {
             (topic, p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
@@ -751,6 +763,7 @@ def read_partition(bootstrap: str, topic: str, partition: int) -> list[Record]:
     """Every record of one partition, read_committed, with a plain consumer."""
     consumer = Consumer(
         {
+            **PLAIN,
             "bootstrap.servers": bootstrap,
             "group.id": "drill-verify",
             "enable.auto.commit": False,

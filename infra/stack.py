@@ -46,6 +46,7 @@ from infra.broker import command as broker_command
 from infra.broker import prepare as prepare_broker
 from infra.errors import StackError
 from replicator.core.config import Config
+from replicator.core.kafka.client_logs import client_logger
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -423,7 +424,12 @@ def _reap(pid: int) -> None:
 
 
 def _kafka_ready(service: Service) -> bool:
-    admin = AdminClient({"bootstrap.servers": service.endpoint, "socket.timeout.ms": 1000})
+    conf: dict[str, Any] = {
+        "bootstrap.servers": service.endpoint,
+        "socket.timeout.ms": 1000,
+        "logger": client_logger(),
+    }
+    admin = AdminClient(conf)
     try:
         admin.list_topics(timeout=1.0)
         return True
