@@ -166,7 +166,10 @@ def connect(config: Config, *, write_probe: bool = False) -> list[Probe]:
     probes: list[Probe] = []
     for service, regions in services_of(config).items():
         for region in regions:
-            probes.append(_kafka(config, service, region, _topics_named(config, service, region)))
+            if service != "compaction":  # compaction reads and writes the bucket only
+                probes.append(
+                    _kafka(config, service, region, _topics_named(config, service, region))
+                )
             region_config = config.region(region)
             if region_config.bucket and service != "relay":
                 probes.append(_bucket(config, service, region, write_probe))

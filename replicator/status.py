@@ -158,8 +158,8 @@ def collect(config: Config) -> list[PartitionStatus]:
                 row.unreachable["exported"] = ", ".join(unlisted)
             if partition is not None:
                 _replayed(config, row)
-            elif config.ingress and config.ingress.match(region, topic):
-                row.unreachable.setdefault("replayed", "no partition known")
+            elif not row.unreachable:
+                row.notes.append("no partition yet: the topic has none, nothing is exported")
             rows.append(row)
     return rows
 

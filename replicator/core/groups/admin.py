@@ -109,6 +109,8 @@ class GroupAdmin:
                 [group], request_timeout=ADMIN_TIMEOUT
             )[group].result(timeout=ADMIN_TIMEOUT)
         except KafkaException as exc:
+            if exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+                return False  # no such group here yet: nobody is in it
             raise BrokerError.from_kafka(
                 f"describing group {group!r} on {self._where}", exc.args[0]
             ) from None
