@@ -18,8 +18,8 @@ from replicator.core.config import load_config
 from replicator.core.faults import SQS_AFTER_ACK_BEFORE_DELETE, marker
 from tests.fixtures.independent import read_partition
 from tests.fixtures.ingress import provenance_offsets, segment_batch, start_ingress, wait_for
+from tests.fixtures.notifications import POISON_NOTIFICATIONS
 from tests.fixtures.stack import DESTINATION
-from tests.ingress.test_segment_events import POISON_NOTIFICATIONS
 
 RECORDS = 100
 SENDABLE = [b for b in POISON_NOTIFICATIONS if len(b) < 1024 * 1024]

@@ -7,87 +7,27 @@ of the instance takes its members with it, and a new instance finishes the repla
 from __future__ import annotations
 
 import os
-import re
 import signal
-import socket
-import subprocess
-import sys
-from pathlib import Path
 
-from confluent_kafka import KafkaException
-
-from replicator.core.config import load_config
 from tests.fixtures.ingress import provenance_offsets
-from tests.fixtures.probes import get, probe
-from tests.ingress.test_takeover import (
+from tests.fixtures.probes import probe
+from tests.fixtures.takeover import (
     PARTITIONS,
     PER_SEGMENT,
     SEGMENTS,
+    alive,
     assert_exactly_once,
     fill,
-    log_end,
+    free_port,
+    member_pids,
     produced,
+    replay_started,
+    samples,
+    start,
     stop,
     wait_until,
+    with_processes,
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def with_processes(setup, count: int, port: int | None = None) -> None:
-    extra = f"processes = {count}\n" + (f"metrics_port = {port}\n" if port else "")
-    setup.path.write_text(setup.path.read_text().replace("processes = 1\n", extra))
-    setup.config = load_config(setup.path)
-
-
-def start(setup, log: Path, *args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "replicator", "ingress", "--config", str(setup.path), *args],
-        stdout=log.open("ab"),
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def replay_started(local_stack, setup) -> bool:
-    """Whether the destination holds anything yet (its log ends: cheaper than reading
-    it, so that the kill comes early); False before its topic exists."""
-    try:
-        return any(log_end(local_stack, setup.destination, p) > 0 for p in range(PARTITIONS))
-    except KafkaException:
-        return False
-
-
-def member_pids(log: Path) -> dict[int, int]:
-    """Each member's latest pid, from the instance's log."""
-    found = re.findall(r"ingress process (\d+) started \(pid (\d+)\)", log.read_text())
-    return {int(index): int(pid) for index, pid in found}
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
-    return " Z " not in stat  # a zombie waits only for its parent to reap it
-
-
-def samples(port: int, name: str) -> dict[tuple[str, str], float]:
-    """``name``'s samples on the instance's /metrics, keyed by (process, partition)."""
-    _, body = get(port, "/metrics")
-    found = {}
-    for line in body.decode().splitlines():
-        if line.startswith(name + "{"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-            found[(labels.get("process", ""), labels.get("partition", ""))] = float(
-                line.split()[-1]
-            )
-    return found
 
 
 def test_two_processes_share_an_instance_and_one_killed_mid_replay_is_restarted(

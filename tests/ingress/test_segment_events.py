@@ -11,6 +11,7 @@ from ingress.segment_events import (
 )
 from replicator.core.kafka.placement import slot_of
 from replicator.core.kafka.provenance import SourcePartition
+from tests.fixtures.notifications import POISON_NOTIFICATIONS
 
 SOURCES = {("us-east-1", "orders.v1")}
 
@@ -87,22 +88,6 @@ def test_event_json_round_trip_and_stable_partitioning():
     assert partition_key(source) == "us-east-1/orders.v1/7"
     spread = {slot_of(SourcePartition("r", "t", p), 8) for p in range(64)}
     assert spread == set(range(8))
-
-
-POISON_NOTIFICATIONS = [
-    '{"Records": ["x"]}',
-    '{"Records": [null]}',
-    '{"Records": [{"eventName": "ObjectCreated:Put", "s3": "x"}]}',
-    '{"Records": [{"eventName": "ObjectCreated:Put", "s3": {"object": []}}]}',
-    '{"Records": [{"eventName": 5}]}',
-    '{"Records": [{"eventName": "ObjectCreated:Put", "s3": {"object": {"key": 7}}}]}',
-    '{"Records": [{"eventName": "ObjectCreated:Put", "s3": {"object": {"key": "k", '
-    '"size": "10"}}}]}',
-    '{"Records": [{"eventName": "ObjectCreated:Put", "eventTime": 1, '
-    '"s3": {"object": {"key": "k"}}}]}',
-    "[" * 100_000 + "]" * 100_000,
-    '{"Records": []' + " " * (1024 * 1024) + "}",
-]
 
 
 @pytest.mark.parametrize("body", POISON_NOTIFICATIONS)

@@ -9,15 +9,15 @@ still replay every record before it exits."""
 from __future__ import annotations
 
 from tests.fixtures.groups import join_and_leave
-from tests.fixtures.stack import DESTINATION
-from tests.ingress.test_processes import replay_started, start
-from tests.ingress.test_takeover import (
+from tests.fixtures.stack import DESTINATION, log_end
+from tests.fixtures.takeover import (
     PARTITIONS,
     PER_SEGMENT,
     SEGMENTS,
     assert_exactly_once,
     fill,
-    log_end,
+    replay_started,
+    start,
     wait_until,
 )
 

@@ -8,13 +8,7 @@ names them, flushed and never committed)."""
 
 from __future__ import annotations
 
-import json
-import os
-import re
 import signal
-import subprocess
-import time
-from pathlib import Path
 
 import pytest
 
@@ -23,116 +17,25 @@ from replicator.core.faults import (
     WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT,
     marker,
 )
-from replicator.core.kafka.checkpoints import WriteTarget, checkpoint_partition
 from replicator.core.kafka.provenance import SourcePartition, source_offset
 from tests.fixtures.independent import read_partition, watermarks
-from tests.fixtures.ingress import provenance_offsets, segment_batch
+from tests.fixtures.ingress import provenance_offsets
 from tests.fixtures.ingress import start_ingress as start_instance
 from tests.fixtures.stack import DESTINATION, SOURCE, log_end
-
-PARTITIONS = 4
-SEGMENTS = 8
-PER_SEGMENT = 1500
-
-
-def fill(setup, segments: int = SEGMENTS) -> None:
-    setup.put_descriptor(PARTITIONS)
-    for partition in range(PARTITIONS):
-        for s in range(segments):
-            start = s * PER_SEGMENT
-            setup.put_segment(
-                partition, start, start + PER_SEGMENT - 1, segment_batch(start, PER_SEGMENT)
-            )
-
-
-def owned(log: Path) -> int:
-    counts = re.findall(r"owning (\d+) source partitions", log.read_text(errors="replace"))
-    return int(counts[-1]) if counts else -1
-
-
-def replaying(log: Path) -> set[int]:
-    """The source partitions whose workers the instance started."""
-    text = log.read_text(errors="replace")
-    return {int(p) for p in re.findall(r"-(\d+) resumes at source offset", text)}
-
-
-def last_checkpoint(local_stack, setup, partition: int) -> int:
-    """next_source_offset of the last checkpoint value written for the partition, committed
-    or not."""
-    ingress = setup.config.ingress
-    target = WriteTarget(
-        SourcePartition(SOURCE, setup.topic, partition), setup.destination, partition
-    )
-    where = checkpoint_partition(target.checkpoint_key, ingress.checkpoint_partitions)
-    log = read_partition(
-        local_stack.bootstrap(DESTINATION), ingress.checkpoint_topic, where, "read_uncommitted"
-    )
-    values = [r[4] for r in log if r[3] == target.checkpoint_key.encode()]
-    return int(json.loads(values[-1])["next_source_offset"]) if values else 0
-
-
-def produced(local_stack, setup) -> int:
-    return sum(len(provenance_offsets(local_stack, setup, p)) for p in range(PARTITIONS))
-
-
-def wait_until(predicate, timeout: float, what: str, logs: list[Path]) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            tails = "\n".join(p.read_text(errors="replace")[-2000:] for p in logs if p.exists())
-            raise AssertionError(f"timed out waiting for {what}\n{tails}")
-        time.sleep(0.3)
-
-
-def assert_exactly_once(local_stack, setup, segments: int = SEGMENTS) -> None:
-    """Every source offset exactly once, in order, and nothing else, in each destination
-    partition, read as an application reads it (read_committed), once no writer of the
-    test runs any more. A failure says what the partition holds, where its committed and
-    log ends are, and where the last checkpoint points, to tell a writer that stopped
-    early from records the broker dropped."""
-    bootstrap = local_stack.bootstrap(DESTINATION)
-    expected = list(range(segments * PER_SEGMENT))
-    for partition in range(PARTITIONS):
-        offsets = provenance_offsets(local_stack, setup, partition)
-        if offsets == expected:
-            continue
-        raise AssertionError(
-            f"partition {partition}: {len(offsets)} records read committed, "
-            f"{len(offsets) - len(set(offsets))} duplicates, "
-            f"{'every' if set(offsets) == set(expected) else 'NOT every'} offset, "
-            f"missing {missing_ranges(offsets, expected)}; committed end "
-            f"{watermarks(bootstrap, setup.destination, partition)[1]}, log end "
-            f"{log_end(local_stack, setup.destination, partition)}; the last checkpoint "
-            f"(committed or not) names source offset "
-            f"{last_checkpoint(local_stack, setup, partition)} as the next to write"
-        )
-
-
-def missing_ranges(found: list[int | None], expected: list[int]) -> str:
-    """The expected source offsets absent from ``found``, as inclusive ranges."""
-    absent = sorted(set(expected) - set(found))
-    ranges: list[list[int]] = []
-    for offset in absent:
-        if ranges and ranges[-1][1] == offset - 1:
-            ranges[-1][1] = offset
-        else:
-            ranges.append([offset, offset])
-    return ", ".join(f"{a}..{b}" for a, b in ranges[:10]) or "none"
-
-
-def stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
-
-
-def kill(process: subprocess.Popen) -> None:
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait(10)
+from tests.fixtures.takeover import (
+    PARTITIONS,
+    PER_SEGMENT,
+    SEGMENTS,
+    assert_exactly_once,
+    fill,
+    kill,
+    last_checkpoint,
+    owned,
+    produced,
+    replaying,
+    stop,
+    wait_until,
+)
 
 
 def test_two_instances_share_and_survive_a_kill_9_mid_replay(local_stack, ingress_setup, tmp_path):

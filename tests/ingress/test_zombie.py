@@ -25,7 +25,7 @@ from replicator.core.freezes import FREEZE_WATCH_ENV, GROUP_SESSION_SECONDS
 from tests.fixtures.independent import read_partition
 from tests.fixtures.ingress import start_ingress
 from tests.fixtures.stack import DESTINATION
-from tests.ingress.test_takeover import (
+from tests.fixtures.takeover import (
     PARTITIONS,
     PER_SEGMENT,
     SEGMENTS,
