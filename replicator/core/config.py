@@ -87,22 +87,79 @@ RAW_SECRET_PROPERTIES = frozenset(
     {"sasl.jaas.config", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config"}
 )
 SECRET_WORDS = ("password", "secret")
+LIBRDKAFKA_ALIASES = {
+    "bootstrap.servers": "metadata.broker.list",
+    "sasl.mechanism": "sasl.mechanisms",
+    "max.in.flight": "max.in.flight.requests.per.connection",
+    "sasl.oauthbearer.client.credentials.client.id": "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret": "sasl.oauthbearer.client.secret",
+    "linger.ms": "queue.buffering.max.ms",
+    "retries": "message.send.max.retries",
+    "compression.type": "compression.codec",
+    "acks": "request.required.acks",
+    "delivery.timeout.ms": "message.timeout.ms",
+    "enable.auto.commit": "auto.commit.enable",
+}
+"""Every alias librdkafka knows (its ``_RK_C_ALIAS`` properties) and the property it
+sets: two names for one setting, of which the one set last wins. Raw names are compared
+after this mapping, so an alias cannot slip past a refusal."""
 TYPED_PROPERTIES = {
-    "bootstrap.servers": "bootstrap_servers",
+    "metadata.broker.list": "bootstrap_servers",
     "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism",
     "sasl.mechanisms": "sasl_mechanism",
     "sasl.username": "sasl_username",
     "ssl.ca.location": "ssl_ca_location",
+    "ssl.ca.pem": "ssl_ca_location",
+    "ssl_ca": "ssl_ca_location",
+    "ssl.ca.certificate.stores": "ssl_ca_location",
     "ssl.certificate.location": "ssl_certificate_location",
+    "ssl.certificate.pem": "ssl_certificate_location",
+    "ssl_certificate": "ssl_certificate_location",
+    "ssl.keystore.location": "ssl_certificate_location",
     "ssl.key.location": "ssl_key_location",
 }
-WEAKENING_PROPERTIES = frozenset(
-    {
-        ("enable.ssl.certificate.verification", "false"),
-        ("ssl.endpoint.identification.algorithm", "none"),
-    }
-)
+"""Raw properties (canonical names) that set what a typed field owns, or another source
+of the same trust (a CA or client certificate given inline or from a keystore)."""
+NATIVE_CODE_PROPERTIES = {
+    "plugin.library.paths": "loads native code (librdkafka plugins) into the process",
+    "ssl.engine.location": "loads native code (an OpenSSL engine) into the process",
+    "ssl.providers": "loads native code (OpenSSL providers) into the process",
+    "sasl.kerberos.kinit.cmd": "runs a command (GSSAPI is not a supported mechanism)",
+}
+"""Raw properties refused outright: what they load or run is code, not a setting."""
+BOOLEAN_PROPERTIES = frozenset({"enable.ssl.certificate.verification"})
+WEAKENING_PROPERTIES = {
+    "enable.ssl.certificate.verification": False,
+    "ssl.endpoint.identification.algorithm": "none",
+}
+"""Settings (canonical name: the value, a boolean as librdkafka reads it, or text
+compared without case as librdkafka does) that turn off checks of the broker's
+certificate."""
+
+
+def librdkafka_name(name: str) -> str:
+    """The property librdkafka sets for ``name`` (aliases resolved; compared in lower
+    case, which refuses more than librdkafka's exact match, never less). Pure."""
+    lowered = name.lower()
+    return LIBRDKAFKA_ALIASES.get(lowered, lowered)
+
+
+def librdkafka_bool(value: str | int | float | bool) -> bool | None:
+    """A boolean property's value as librdkafka reads it (None: librdkafka would refuse
+    it). confluent-kafka hands librdkafka ``str(value)``: ``False`` is "False". Pure."""
+    text = str(value)
+    if text.lower() in ("true", "t") or text == "1":
+        return True
+    if text.lower() in ("false", "f") or text == "0":
+        return False
+    return None
+
+
+def _weakens_certificate_checks(name: str, value: str | int | float | bool) -> bool:
+    expected = WEAKENING_PROPERTIES.get(name)
+    if isinstance(expected, bool):
+        return librdkafka_bool(value) is expected
+    return expected is not None and str(value).lower() == expected
 
 
 class KafkaConfig(_Model):
@@ -136,7 +193,7 @@ class KafkaConfig(_Model):
         cls, config: dict[str, str | int | float | bool]
     ) -> dict[str, str | int | float | bool]:
         for name, value in config.items():
-            lowered = name.lower()
+            lowered = librdkafka_name(name)
             if lowered in RAW_SECRET_PROPERTIES or any(w in lowered for w in SECRET_WORDS):
                 raise ValueError(
                     f"{name} holds a secret: it would be shown in clear wherever the config "
@@ -144,11 +201,19 @@ class KafkaConfig(_Model):
                     "${ENV} reference"
                 )
             if lowered in TYPED_PROPERTIES:
+                alias = f" (librdkafka: an alias of {lowered})" if lowered != name.lower() else ""
                 raise ValueError(
-                    f"{name} is set by the typed field {TYPED_PROPERTIES[lowered]}; set it "
-                    "there (a raw value would silently override the validated one)"
+                    f"{name}{alias} is set by the typed field {TYPED_PROPERTIES[lowered]}; "
+                    "set it there (a raw value would silently override the validated one)"
                 )
-            if (lowered, str(value).lower()) in WEAKENING_PROPERTIES:
+            if lowered in NATIVE_CODE_PROPERTIES:
+                raise ValueError(f"{name} {NATIVE_CODE_PROPERTIES[lowered]}: refused in the config")
+            if lowered in BOOLEAN_PROPERTIES and librdkafka_bool(value) is None:
+                raise ValueError(
+                    f"{name} = {value!r} is not a boolean librdkafka reads "
+                    "(true, false, t, f, 1 or 0)"
+                )
+            if _weakens_certificate_checks(lowered, value):
                 log.warning(
                     "kafka.config %s = %s turns off broker certificate checks: anyone on "
                     "the path can impersonate the broker",

@@ -226,6 +226,67 @@ def test_weakened_certificate_checks_and_plain_passwords_in_clear_are_warned_abo
     assert any("SASL PLAIN over SASL_PLAINTEXT" in m for m in messages), messages
 
 
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        # librdkafka's own aliases of the typed properties (it resolves them to one setting,
+        # and the last one set wins over the typed value).
+        ('"metadata.broker.list" = "evil:9092"', "set by the typed field bootstrap_servers"),
+        ('"sasl.mechanism" = "PLAIN"', "set by the typed field sasl_mechanism"),
+        ('"ssl.ca.pem" = "-----BEGIN"', "set by the typed field ssl_ca_location"),
+        ('"ssl.certificate.pem" = "x"', "set by the typed field ssl_certificate_location"),
+        ('"sasl.oauthbearer.client.credentials.client.secret" = "x"', "holds a secret"),
+        # Native code loaded into the process.
+        ('"plugin.library.paths" = "/tmp/evil.so"', "loads native code"),
+        ('"ssl.engine.location" = "/tmp/engine.so"', "loads native code"),
+        ('"ssl.providers" = "/tmp/provider"', "loads native code"),
+        ('"sasl.kerberos.kinit.cmd" = "sh -c id"', "runs a command"),
+    ],
+)
+def test_the_raw_kafka_table_refuses_aliases_of_typed_settings_and_native_code(entry, message):
+    text = SASL.replace('"client.id" = "repl"', f'"client.id" = "repl", {entry}')
+    with pytest.raises(ConfigError) as info:
+        parse(text, {"KAFKA_PASSWORD": "hunter2-secret"})
+    assert message in str(info.value)
+    assert "regions.us-east-1.kafka.config" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "value", ["false", "False", "FALSE", "f", "F", "0", "false_as_bool", "0_as_int"]
+)
+def test_certificate_checks_off_are_warned_about_in_every_spelling_librdkafka_reads(value, caplog):
+    toml = {"false_as_bool": "false", "0_as_int": "0"}.get(value, f'"{value}"')
+    text = SASL.replace(
+        '"client.id" = "repl"',
+        f'"client.id" = "repl", "enable.ssl.certificate.verification" = {toml}',
+    )
+    with caplog.at_level(logging.WARNING, logger="replicator.core.config"):
+        parse(text, {"KAFKA_PASSWORD": "pw"})
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("turns off broker certificate checks" in m for m in messages), (value, messages)
+
+
+@pytest.mark.parametrize("value", ['"true"', '"t"', '"1"', "1", "true"])
+def test_certificate_checks_left_on_are_not_warned_about(value, caplog):
+    text = SASL.replace(
+        '"client.id" = "repl"',
+        f'"client.id" = "repl", "enable.ssl.certificate.verification" = {value}',
+    )
+    with caplog.at_level(logging.WARNING, logger="replicator.core.config"):
+        parse(text, {"KAFKA_PASSWORD": "pw"})
+    assert not [r for r in caplog.records if "certificate checks" in r.getMessage()]
+
+
+def test_a_value_librdkafka_would_not_read_as_a_boolean_is_refused():
+    text = SASL.replace(
+        '"client.id" = "repl"', '"client.id" = "repl", "enable.ssl.certificate.verification" = "no"'
+    )
+    with pytest.raises(
+        ConfigError, match=r"enable\.ssl\.certificate\.verification = 'no' is not a boolean"
+    ):
+        parse(text, {"KAFKA_PASSWORD": "pw"})
+
+
 def test_the_ssl_key_password_is_a_typed_secret():
     text = SASL.replace(
         'kafka.ssl_ca_location = "/etc/ca.pem"',
