@@ -1,6 +1,8 @@
 """Offline checks of the deployment files, run by ``make lint``: the alert rules and the
-dashboard parse and hold what Prometheus and Grafana need, and the systemd units verify.
-(The Kubernetes manifests are checked by ``kubernetes-validate`` in the same target.)
+dashboard parse and hold what Prometheus and Grafana need, and the systemd units verify,
+carry the sandboxing of :data:`SYSTEMD_HARDENING` and score at most :data:`MAX_EXPOSURE`
+in ``systemd-analyze security``. (The Kubernetes manifests are checked by
+``kubernetes-validate`` in the same target, and their isolation here.)
 
 The metric names the rules and the dashboard use are read here too, for the test that
 compares them with what the running services export.
@@ -119,6 +121,77 @@ def verify_systemd_units(directory: Path = SYSTEMD_UNITS) -> list[str]:
     return [line for line in lines if line.strip() and absent not in line]
 
 
+SYSTEMD_HARDENING = {
+    "UMask": "0077",
+    "NoNewPrivileges": "yes",
+    "CapabilityBoundingSet": "",
+    "AmbientCapabilities": "",
+    "ProtectSystem": "strict",
+    "ProtectHome": "yes",
+    "PrivateTmp": "yes",
+    "PrivateDevices": "yes",
+    "ProtectKernelTunables": "yes",
+    "ProtectKernelModules": "yes",
+    "ProtectKernelLogs": "yes",
+    "ProtectControlGroups": "yes",
+    "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+    "RestrictNamespaces": "yes",
+    "RestrictSUIDSGID": "yes",
+    "LockPersonality": "yes",
+    "SystemCallArchitectures": "native",
+    "SystemCallFilter": "@system-service",
+}
+"""What every service unit sets (a key set twice, as SystemCallFilter, counts if any of
+its values is this)."""
+MAX_EXPOSURE = 2.0
+"""The highest ``systemd-analyze security`` exposure a unit may score (0 best, 10 worst)."""
+
+
+def unit_settings(path: Path) -> dict[str, list[str]]:
+    """Every ``[Service]`` setting of a unit file, each with all its values in order."""
+    settings: dict[str, list[str]] = {}
+    section = ""
+    for raw in path.read_text().splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = line[1:-1]
+        elif section == "Service" and "=" in line:
+            key, value = line.split("=", 1)
+            settings.setdefault(key.strip(), []).append(value.strip())
+    return settings
+
+
+def hardening_problems(path: Path) -> list[str]:
+    """What a service unit lacks of the sandbox every unit must have."""
+    settings = unit_settings(path)
+    problems = [
+        f"{path.name}: {key}={value} missing"
+        for key, value in SYSTEMD_HARDENING.items()
+        if value not in settings.get(key, [])
+    ]
+    if "MemoryMax" not in settings:
+        problems.append(f"{path.name}: MemoryMax missing (a leak would take the machine)")
+    if "StateDirectory" in settings and settings.get("StateDirectoryMode") != ["0700"]:
+        problems.append(f"{path.name}: StateDirectoryMode=0700 missing")
+    return problems
+
+
+def exposure(path: Path) -> float:
+    """The unit's ``systemd-analyze security --offline`` exposure score."""
+    result = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", "--no-pager", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    found = re.search(r"Overall exposure level for \S+: ([\d.]+)", result.stdout)
+    if found is None:
+        raise DeployCheckError(f"{path}: systemd-analyze security gave no score: {result.stderr}")
+    return float(found.group(1))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.parse_args(argv)
@@ -129,15 +202,26 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"deploy checks: {exc}\n")
         return 1
     sys.stdout.write(f"alert rules: {len(rules)} valid; dashboard: {len(queries)} queries valid\n")
+    services = sorted(SYSTEMD_UNITS.glob("*.service"))
+    problems = [p for unit in services for p in hardening_problems(unit)]
+    if problems:
+        sys.stderr.write("".join(f"systemd: {line}\n" for line in problems))
+        return 1
     if shutil.which("systemd-analyze") is None:
-        sys.stdout.write("systemd units: not verified (systemd-analyze not found)\n")
+        sys.stdout.write("systemd units: sandboxed; not verified (systemd-analyze not found)\n")
         return 0
-    problems = verify_systemd_units()
+    scores = {unit.name: exposure(unit) for unit in services}
+    problems = verify_systemd_units() + [
+        f"{name}: exposure {score} above {MAX_EXPOSURE}"
+        for name, score in scores.items()
+        if score > MAX_EXPOSURE
+    ]
     for line in problems:
         sys.stderr.write(f"systemd: {line}\n")
     if problems:
         return 1
-    sys.stdout.write("systemd units: verified\n")
+    shown = ", ".join(f"{name} {score}" for name, score in scores.items())
+    sys.stdout.write(f"systemd units: verified; exposure {shown}\n")
     return 0
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import configparser
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,14 @@ import yaml
 
 from infra.deploy_checks import (
     K8S_MANIFESTS,
+    MAX_EXPOSURE,
     SYSTEMD_UNITS,
     DeployCheckError,
     alert_rules,
+    exposure,
+    hardening_problems,
     metric_names,
+    verify_systemd_units,
 )
 from replicator.cli import build_parser
 from replicator.core.config import parse_config
@@ -113,6 +118,33 @@ def test_every_systemd_unit_runs_a_replicator_command(unit):
     command = shlex.split(parser["Service"]["ExecStart"])
     assert command[0] == "/opt/replicator/bin/replicator"
     assert build_parser().parse_args(command[1:]).config == CONFIG_PATH
+
+
+@pytest.mark.parametrize("unit", sorted(p.name for p in SYSTEMD_UNITS.glob("*.service")))
+def test_every_systemd_unit_is_sandboxed(unit):
+    assert hardening_problems(SYSTEMD_UNITS / unit) == []
+    if shutil.which("systemd-analyze") is not None:
+        assert exposure(SYSTEMD_UNITS / unit) <= MAX_EXPOSURE
+
+
+def test_the_systemd_units_verify():
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze not installed")
+    assert verify_systemd_units() == []
+
+
+def test_the_sandbox_check_names_what_a_unit_lacks(tmp_path):
+    unit = tmp_path / "bare.service"
+    unit.write_text(
+        "[Service]\nExecStart=/opt/replicator/bin/replicator\nStateDirectory=replicator\n"
+        "SystemCallFilter=@system-service\nSystemCallFilter=~@privileged\n"
+    )
+    problems = hardening_problems(unit)
+    assert "bare.service: UMask=0077 missing" in problems
+    assert "bare.service: CapabilityBoundingSet= missing" in problems
+    assert "bare.service: StateDirectoryMode=0700 missing" in problems
+    assert "bare.service: MemoryMax missing (a leak would take the machine)" in problems
+    assert not [p for p in problems if "SystemCallFilter" in p]
 
 
 def test_the_rule_checks_reject_broken_rules(tmp_path):
