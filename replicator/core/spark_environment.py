@@ -145,10 +145,8 @@ def private_directory(root: Path, *parts: str) -> Path:
         if part is not None:
             path = path / part
         if not path.exists():
-            try:
+            with contextlib.suppress(FileExistsError):  # another process's: checked below
                 path.mkdir(mode=0o700)
-            except FileExistsError:  # another process made it first: checked below
-                pass
         _check_private(path, root)
     return path
 
