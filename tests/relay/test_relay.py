@@ -9,7 +9,7 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from relay.errors import RelayLoopError
-from relay.service import RelayService
+from relay.service import RelayService, loop_problem
 from replicator.core.errors import ConfigError
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
@@ -200,6 +200,14 @@ def test_two_names_for_one_cluster_are_refused_as_a_loop_before_anything_is_writ
         2,
         2,
     ]
+
+
+def test_a_loop_is_named_only_when_an_upstream_is_the_destinations_cluster():
+    ids = {"east": "id-east", "east-alias": "id-west"}
+    problem = loop_problem("west", "id-west", ids, ["orders"])
+    assert problem is not None
+    assert problem.startswith("relay.sources 'east-alias' and relay.destination 'west' are one")
+    assert loop_problem("west", "id-west", {"east": "id-east"}, ["orders"]) is None
 
 
 def test_records_deleted_at_the_source_before_the_relay_read_them_halt_naming_the_range(
