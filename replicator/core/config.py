@@ -704,6 +704,29 @@ class SparkConfig(_Model):
     ``$XDG_CACHE_HOME/replicator/spark-environments`` (``~/.cache/…``)."""
 
 
+BUILTIN_FILTERS_MODULE = "replicator.core.filters.builtin"
+
+
+class FiltersConfig(_Model):
+    """Where record filter plugins may come from. A plugin is imported and run inside
+    the service with its credentials: whoever writes the config chooses code the
+    service runs, so the modules it may name are listed here."""
+
+    allowed_modules: list[Annotated[str, Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")]] = (
+        Field(default_factory=list)
+    )
+    """Modules (or packages, with every module under them) that filter plugins may be
+    loaded from, besides the built-in filters (``replicator.core.filters.builtin``)."""
+
+    def allows(self, plugin: str) -> bool:
+        """Whether ``plugin`` (``module:attribute``) comes from an allowed module. Pure."""
+        module = plugin.partition(":")[0]
+        return any(
+            module == prefix or module.startswith(prefix + ".")
+            for prefix in (BUILTIN_FILTERS_MODULE, *self.allowed_modules)
+        )
+
+
 class Config(_Model):
     """The whole deployment. Build it with :func:`load_config`."""
 
@@ -721,6 +744,8 @@ class Config(_Model):
     """The direct Kafka-to-Kafka relay."""
     spark: SparkConfig = Field(default_factory=SparkConfig)
     """How Spark jobs reach their executors on a cluster."""
+    filters: FiltersConfig = Field(default_factory=FiltersConfig)
+    """Which modules record filter plugins may be loaded from."""
 
     _source: str = PrivateAttr(default="config")
     _secret_texts: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)
@@ -922,6 +947,7 @@ def _check_references(config: Config) -> list[tuple[str, str]]:
                 (key_path(("regions", region, "bucket")), f"{where} needs this region's bucket")
             )
 
+    problems += _check_filter_plugins(config)
     if config.egress:
         need(config.egress.region, "egress.region")
     if config.compaction:
@@ -957,6 +983,30 @@ def _check_references(config: Config) -> list[tuple[str, str]]:
                 )
             destinations.setdefault(source.destination, i)
     return problems
+
+
+def _check_filter_plugins(config: Config) -> list[tuple[str, str]]:
+    """Each filter plugin's module is allowed (checked before anything imports it)."""
+    specs: list[tuple[tuple[str | int, ...], FilterSpec]] = []
+    if config.relay:
+        for i, topic in enumerate(config.relay.topics):
+            specs += [
+                (("relay", "topics", i, "filters", j), f) for j, f in enumerate(topic.filters)
+            ]
+    if config.ingress:
+        for i, source in enumerate(config.ingress.sources):
+            where = ("ingress", "sources", i, "filters")
+            specs += [((*where, j), f) for j, f in enumerate(source.filters)]
+    return [
+        (
+            key_path((*path, "plugin")),
+            f"module {spec.plugin.partition(':')[0]!r} is not among [filters] allowed_modules "
+            "(nor a built-in filter): a filter plugin is code run with the service's rights; "
+            "list the module or its package there to allow it",
+        )
+        for path, spec in specs
+        if not config.filters.allows(spec.plugin)
+    ]
 
 
 def _check_relay(relay: RelayConfig, need: Callable[..., None]) -> list[tuple[str, str]]:

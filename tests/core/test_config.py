@@ -369,3 +369,33 @@ def test_relay_mistakes_are_reported_with_their_key():
 def test_a_region_that_egress_uses_needs_its_bucket():
     text = MINIMAL + RELAY + '[egress]\nregion = "east-b"\n'
     assert ("regions.east-b.bucket", "egress.region needs this region's bucket") in problems(text)
+
+
+FILTERED = """
+[[relay.topics.filters]]
+plugin = "replicator.core.filters.builtin:by_header"
+config = { name = "h" }
+[[relay.topics.filters]]
+plugin = "os:system"
+"""
+
+
+def test_a_filter_plugin_outside_the_allowed_modules_is_refused_before_it_is_imported():
+    """A plugin is code the service runs: only the built-in filters and the modules
+    [filters] allowed_modules names may be loaded."""
+    found = problems(MINIMAL + RELAY + FILTERED)
+    assert found == [
+        (
+            "relay.topics[0].filters[1].plugin",
+            "module 'os' is not among [filters] allowed_modules (nor a built-in filter): "
+            "a filter plugin is code run with the service's rights; list the module or its "
+            "package there to allow it",
+        )
+    ]
+    allowed = parse(MINIMAL + RELAY + FILTERED + '[filters]\nallowed_modules = ["os"]\n')
+    assert required(allowed, "relay").topics[0].filters[1].plugin == "os:system"
+    # A prefix is a whole package name: "mypkg" allows mypkg.filters, not mypkgevil.
+    text = (MINIMAL + RELAY + FILTERED).replace("os:system", "mypkgevil.x:f")
+    assert problems(text + '[filters]\nallowed_modules = ["mypkg"]\n')
+    text = (MINIMAL + RELAY + FILTERED).replace("os:system", "mypkg.filters:f")
+    parse(text + '[filters]\nallowed_modules = ["mypkg"]\n')
