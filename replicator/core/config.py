@@ -7,7 +7,9 @@ each with the file and the key path, and the process never starts half-configure
 
 ``${NAME}`` in any string value is replaced by the environment variable ``NAME`` so that
 secrets stay out of the file. Secret fields are :class:`pydantic.SecretStr` and never
-appear in reprs, logs or error messages.
+appear in reprs, logs or error messages. Every value written with a reference, secret
+field or not (a filter's config, a raw librdkafka property), is remembered as written:
+processes without the file (Spark's) get the reference and resolve it themselves.
 """
 
 from __future__ import annotations
@@ -750,6 +752,9 @@ class Config(_Model):
     _source: str = PrivateAttr(default="config")
     _secret_texts: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)
     """Each secret field's text as written in the file, before ``${NAME}`` expansion."""
+    _reference_texts: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)
+    """Every value the file wrote with a ``${NAME}`` reference (secret field or not), as
+    written: what is handed to other processes in place of the expanded value."""
 
     @property
     def source(self) -> str:
@@ -831,7 +836,24 @@ def parse_config(text: str, source: str, env: Mapping[str, str]) -> Config:
     config._secret_texts = {
         path: text for path in secret_paths(config) if isinstance(text := _at(raw, path), str)
     }
+    config._reference_texts = dict(_references(raw, ()))
     return config
+
+
+def reference_texts(config: Config) -> dict[tuple[str | int, ...], str]:
+    """Every value the file wrote with a ``${NAME}`` reference, by key path, as written."""
+    return dict(config._reference_texts)
+
+
+def _references(value: Any, path: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], str]]:
+    """The (path, text) of every string in parsed TOML that holds a reference."""
+    if isinstance(value, dict):
+        return [found for k, v in value.items() for found in _references(v, (*path, k))]
+    if isinstance(value, list):
+        return [found for i, v in enumerate(value) for found in _references(v, (*path, i))]
+    if isinstance(value, str) and has_env_reference(value):
+        return [(path, value)]
+    return []
 
 
 def secret_paths(value: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
