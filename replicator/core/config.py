@@ -6,10 +6,13 @@ dangling region references and unparseable durations or sizes are all reported a
 each with the file and the key path, and the process never starts half-configured.
 
 ``${NAME}`` in any string value is replaced by the environment variable ``NAME`` so that
-secrets stay out of the file. Secret fields are :class:`pydantic.SecretStr` and never
-appear in reprs, logs or error messages. Every value written with a reference, secret
-field or not (a filter's config, a raw librdkafka property), is remembered as written:
-processes without the file (Spark's) get the reference and resolve it themselves.
+secrets stay out of the file. A variable that is not set is an error at load, except in
+a secret field: there it is an error where the secret is used (:class:`UnsetSecret`),
+so that each process needs only the secrets it uses. Secret fields are
+:class:`pydantic.SecretStr` and never appear in reprs, logs or error messages. Every
+value written with a reference, secret field or not (a filter's config, a raw
+librdkafka property), is remembered as written: processes without the file (Spark's)
+get the reference and resolve it themselves.
 """
 
 from __future__ import annotations
@@ -821,15 +824,17 @@ def parse_config(text: str, source: str, env: Mapping[str, str]) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, [("", f"not valid TOML: {exc}")]) from None
-    problems: list[tuple[str, str]] = []
-    expanded = _expand_env(raw, (), env, problems)
-    if problems:
-        raise ConfigError(source, problems)
+    unset: list[tuple[str, str]] = []
+    expanded = _expand_env(raw, (), env, unset, source=source)
     try:
         config = Config.model_validate(expanded)
     except ValidationError as exc:
-        raise ConfigError(source, [_describe(err) for err in exc.errors()]) from None
-    problems = _check_references(config)
+        paths = {path for path, _ in unset}  # the error there is the unset variable
+        errors = [e for e in map(_describe, exc.errors()) if e[0] not in paths]
+        raise ConfigError(source, unset + errors) from None
+    secrets = {key_path(path) for path in secret_paths(config)}
+    problems = [problem for problem in unset if problem[0] not in secrets]
+    problems += _check_references(config)
     if problems:
         raise ConfigError(source, problems)
     config._source = source
@@ -901,23 +906,58 @@ def _at(data: Any, path: tuple[str | int, ...]) -> Any:
     return data
 
 
+class UnsetSecret(SecretStr):
+    """A secret field whose ``${NAME}`` variable this process lacks: the config loads
+    (a process is given only the secrets it uses), and reading the secret raises the
+    ConfigError naming the variable and the key: where it is used, never as an empty
+    value."""
+
+    def __init__(self, written: str, source: str, where: str, problem: str) -> None:
+        super().__init__(written)
+        self._error = ConfigError(source, [(where, problem)])
+
+    def get_secret_value(self) -> str:
+        raise self._error
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnsetSecret) and str(self._error) == str(other._error)
+
+    def __hash__(self) -> int:
+        return hash(str(self._error))
+
+    def __repr__(self) -> str:
+        return f"UnsetSecret({self._error.problems[0][1]!r})"
+
+
 def _expand_env(
-    value: Any, path: tuple[str | int, ...], env: Mapping[str, str], problems: list[tuple[str, str]]
+    value: Any,
+    path: tuple[str | int, ...],
+    env: Mapping[str, str],
+    problems: list[tuple[str, str]],
+    source: str | None = None,
 ) -> Any:
+    """``value`` with references replaced from ``env``; each unset variable is a problem.
+    With a ``source``, a string with an unset variable becomes an :class:`UnsetSecret`
+    (accepted by secret fields only: every other field refuses it)."""
     if isinstance(value, dict):
-        return {k: _expand_env(v, (*path, k), env, problems) for k, v in value.items()}
+        return {k: _expand_env(v, (*path, k), env, problems, source) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand_env(v, (*path, i), env, problems) for i, v in enumerate(value)]
+        return [_expand_env(v, (*path, i), env, problems, source) for i, v in enumerate(value)]
     if isinstance(value, str):
+        found: list[tuple[str, str]] = []
 
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in env:
-                problems.append((key_path(path), f"environment variable {name} is not set"))
+                found.append((key_path(path), f"environment variable {name} is not set"))
                 return ""
             return env[name]
 
-        return _ENV_RE.sub(substitute, value)
+        expanded = _ENV_RE.sub(substitute, value)
+        problems += found
+        if found and source is not None:
+            return UnsetSecret(value, source, *found[0])
+        return expanded
     return value
 
 

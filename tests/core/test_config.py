@@ -399,3 +399,29 @@ def test_a_filter_plugin_outside_the_allowed_modules_is_refused_before_it_is_imp
     assert problems(text + '[filters]\nallowed_modules = ["mypkg"]\n')
     text = (MINIMAL + RELAY + FILTERED).replace("os:system", "mypkg.filters:f")
     parse(text + '[filters]\nallowed_modules = ["mypkg"]\n')
+
+
+def test_a_secret_whose_variable_is_unset_fails_where_it_is_used_not_at_load():
+    """A process is given only the secrets it uses (one Secret per workload): the
+    config's other secrets name variables it lacks, and it loads regardless. Using such
+    a secret fails, naming the variable and the key; nothing runs with an empty one."""
+    text = SASL + '[regions.us-west-1]\nbucket = "b-west"\nkafka.bootstrap_servers = "w:9092"\n'
+    text += (
+        'kafka.security_protocol = "SASL_SSL"\nkafka.sasl_mechanism = "SCRAM-SHA-512"\n'
+        'kafka.sasl_username = "r"\nkafka.sasl_password = "${WEST_PASSWORD}"\n'
+    )
+    config = parse(text, {"KAFKA_PASSWORD": "pw"})
+    assert client_config(config.region("us-east-1").kafka)["sasl.password"] == "pw"
+    with pytest.raises(ConfigError) as info:
+        client_config(config.region("us-west-1").kafka)
+    assert str(info.value) == (
+        "test.toml: regions.us-west-1.kafka.sasl_password: environment variable "
+        "WEST_PASSWORD is not set"
+    )
+    assert "WEST_PASSWORD" in repr(config.region("us-west-1").kafka.sasl_password)
+    assert parse(text, {"KAFKA_PASSWORD": "pw"}) == config
+
+
+def test_a_non_secret_value_whose_variable_is_unset_still_fails_at_load():
+    found = problems(SASL.replace('bucket = "bucket-east"', 'bucket = "${NO_BUCKET}"'), {})
+    assert ("regions.us-east-1.bucket", "environment variable NO_BUCKET is not set") in found
