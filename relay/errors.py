@@ -28,3 +28,8 @@ class StopOffsetsError(ReplicatorError):
 class UpstreamUnreadableError(ReplicatorError):
     """An upstream could not be read to compare the record relayed last (a timeout, a
     broker error): not a mismatch; the partition waits and asks again."""
+
+
+class RelayLoopError(ReplicatorError):
+    """An upstream and the destination are one Kafka cluster under two names (their
+    cluster ids match) and a topic would be relayed into itself; nothing is written."""

@@ -51,6 +51,22 @@ class UpstreamHealth:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._heartbeat = Heartbeat("upstream-checks", self.relay.stall_timeout)
+        self._cluster_ids: dict[str, str] = {}
+        """Each upstream's cluster id, from its last metadata."""
+        self._refused: tuple[str, str] | None = None
+        """(cluster id, region name) of the destination when relaying from it loops."""
+
+    def refuse_cluster(self, cluster_id: str, name: str) -> None:
+        """From now on an upstream whose cluster id is ``cluster_id`` (the destination
+        ``name``) is unhealthy: relaying from it would loop."""
+        self._refused = (cluster_id, name)
+
+    def cluster_ids(self) -> dict[str, str]:
+        """The cluster id of every upstream that answers now (asked now)."""
+        for name in self.relay.sources:
+            self._partition_counts(name)
+        with self._lock:
+            return dict(self._cluster_ids)
 
     def states(self) -> dict[str, UpstreamState]:
         with self._lock:
@@ -115,6 +131,9 @@ class UpstreamHealth:
             metadata = self._admins[name].list_topics(timeout=self._timeout)
         except KafkaException:
             return None
+        if metadata.cluster_id:
+            with self._lock:
+                self._cluster_ids[name] = metadata.cluster_id
         counts = {}
         for topic in self._topics:
             described = metadata.topics.get(topic)
@@ -125,6 +144,14 @@ class UpstreamHealth:
 
     def _check(self, name: str) -> UpstreamState:
         counts = self._partition_counts(name)
+        with self._lock:
+            cluster_id = self._cluster_ids.get(name)
+        if self._refused is not None and cluster_id == self._refused[0]:
+            return UpstreamState(
+                False,
+                problem=f"it is the destination {self._refused[1]!r} under another name "
+                f"(cluster id {cluster_id}): relaying from it would loop",
+            )
         if counts is None:
             return UpstreamState(False, problem="no metadata, or a relayed topic is missing")
         requests: dict[Any, Any] = {

@@ -7,7 +7,12 @@ among the partitions the group assigns it. When an instance dies, the group reas
 slots and the new owner's writer fences it and resumes exactly where the destination
 says it stopped.
 
-At start: the checkpoint and assignment topics are created when missing, the relay's
+At start, before anything is written: each upstream that answers is asked its cluster id,
+and one that is the destination's cluster under another region name is refused
+(RelayLoopError) when a topic would be relayed into itself (the config check at load
+compares names only). An upstream that first answers later is checked then, and kept
+unhealthy if it is the destination (:meth:`UpstreamHealth.refuse_cluster`).
+Then the checkpoint and assignment topics are created when missing, the relay's
 identity is recorded or checked (:mod:`relay.identity`), and every
 destination topic is created like its source (partition count, copied configs) or
 checked to have enough partitions, before anything is relayed.
@@ -18,12 +23,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from relay.errors import StopOffsetsError
+from relay.errors import RelayLoopError, StopOffsetsError
 from relay.failover import (
     UpstreamState,
     backoff,
@@ -35,7 +41,7 @@ from relay.health import UpstreamHealth
 from relay.identity import check_identity
 from relay.metrics import RelayMetrics
 from relay.worker import RelayWorker
-from replicator.core.config import Config, key_path, required
+from replicator.core.config import Config, RelayTopic, key_path, required
 from replicator.core.filters import FilterChain, load_chain
 from replicator.core.freezes import GROUP_SESSION_SECONDS, process_freeze_watch
 from replicator.core.health import CheckResult, Health, Heartbeat
@@ -136,9 +142,11 @@ class RelayService:
         return None
 
     def prepare(self, counts: dict[str, int]) -> None:
-        """Create the service topics and the destination topics (or check them)."""
+        """Refuse a loop; create the service topics and the destination topics (or check
+        them)."""
         admin = AdminClient(self.kafka)
         try:
+            self._refuse_loops(admin)
             ensure_service_topic(
                 admin,
                 self.relay.checkpoint_topic,
@@ -167,6 +175,27 @@ class RelayService:
             ) from None
         self._partitions = counts
         self._first_counts = dict(counts)
+
+    def _refuse_loops(self, admin: AdminClient) -> None:
+        """RelayLoopError if an upstream that answers is the destination's cluster and a
+        topic would be relayed into itself; upstreams that answer later are checked by
+        the health checks."""
+        looping = same_name_topics(self.relay.topics)
+        if not looping:
+            return  # every topic gets another name: one cluster is fine
+        destination_id = admin.list_topics(timeout=30).cluster_id
+        if not destination_id:
+            log.warning(
+                "the destination %s has no cluster id: a loop through another name of it "
+                "cannot be detected",
+                self.relay.destination,
+            )
+            return
+        self.health.refuse_cluster(destination_id, self.relay.destination)
+        ids = self.health.cluster_ids()
+        problem = loop_problem(self.relay.destination, destination_id, ids, looping)
+        if problem is not None:
+            raise RelayLoopError(problem)
 
     def _configs(self, topic: str) -> dict[str, str]:
         states = self.health.states()
@@ -366,6 +395,27 @@ class RelayService:
             kind="relay",
             freezes=process_freeze_watch(),
         )
+
+
+def same_name_topics(topics: Sequence[RelayTopic]) -> list[str]:
+    """The relayed topics whose destination has the source's name. Pure."""
+    return [t.source_topic for t in topics if t.destination == t.source_topic]
+
+
+def loop_problem(
+    destination: str, destination_id: str, upstream_ids: Mapping[str, str], looping: list[str]
+) -> str | None:
+    """Why relaying ``looping`` from upstreams with ``upstream_ids`` (by region name) into
+    the cluster ``destination_id`` is a loop; None if no upstream is that cluster. Pure."""
+    same = [name for name, cluster in upstream_ids.items() if cluster == destination_id]
+    if not same:
+        return None
+    return (
+        f"relay.sources {same[0]!r} and relay.destination {destination!r} are one cluster "
+        f"(cluster id {destination_id}): {', '.join(looping)} would be relayed into itself "
+        "(a loop); nothing was written. Name another destination_topic, or point the region "
+        "at the cluster it means"
+    )
 
 
 def run_relay(config: Config, *, stop_at_end: bool = False) -> int:

@@ -6,8 +6,13 @@ dangling region references and unparseable durations or sizes are all reported a
 each with the file and the key path, and the process never starts half-configured.
 
 ``${NAME}`` in any string value is replaced by the environment variable ``NAME`` so that
-secrets stay out of the file. Secret fields are :class:`pydantic.SecretStr` and never
-appear in reprs, logs or error messages.
+secrets stay out of the file. A variable that is not set is an error at load, except in
+a secret field: there it is an error where the secret is used (:class:`UnsetSecret`),
+so that each process needs only the secrets it uses. Secret fields are
+:class:`pydantic.SecretStr` and never appear in reprs, logs or error messages. Every
+value written with a reference, secret field or not (a filter's config, a raw
+librdkafka property), is remembered as written: processes without the file (Spark's)
+get the reference and resolve it themselves.
 """
 
 from __future__ import annotations
@@ -87,22 +92,79 @@ RAW_SECRET_PROPERTIES = frozenset(
     {"sasl.jaas.config", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config"}
 )
 SECRET_WORDS = ("password", "secret")
+LIBRDKAFKA_ALIASES = {
+    "bootstrap.servers": "metadata.broker.list",
+    "sasl.mechanism": "sasl.mechanisms",
+    "max.in.flight": "max.in.flight.requests.per.connection",
+    "sasl.oauthbearer.client.credentials.client.id": "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.credentials.client.secret": "sasl.oauthbearer.client.secret",
+    "linger.ms": "queue.buffering.max.ms",
+    "retries": "message.send.max.retries",
+    "compression.type": "compression.codec",
+    "acks": "request.required.acks",
+    "delivery.timeout.ms": "message.timeout.ms",
+    "enable.auto.commit": "auto.commit.enable",
+}
+"""Every alias librdkafka knows (its ``_RK_C_ALIAS`` properties) and the property it
+sets: two names for one setting, of which the one set last wins. Raw names are compared
+after this mapping, so an alias cannot slip past a refusal."""
 TYPED_PROPERTIES = {
-    "bootstrap.servers": "bootstrap_servers",
+    "metadata.broker.list": "bootstrap_servers",
     "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism",
     "sasl.mechanisms": "sasl_mechanism",
     "sasl.username": "sasl_username",
     "ssl.ca.location": "ssl_ca_location",
+    "ssl.ca.pem": "ssl_ca_location",
+    "ssl_ca": "ssl_ca_location",
+    "ssl.ca.certificate.stores": "ssl_ca_location",
     "ssl.certificate.location": "ssl_certificate_location",
+    "ssl.certificate.pem": "ssl_certificate_location",
+    "ssl_certificate": "ssl_certificate_location",
+    "ssl.keystore.location": "ssl_certificate_location",
     "ssl.key.location": "ssl_key_location",
 }
-WEAKENING_PROPERTIES = frozenset(
-    {
-        ("enable.ssl.certificate.verification", "false"),
-        ("ssl.endpoint.identification.algorithm", "none"),
-    }
-)
+"""Raw properties (canonical names) that set what a typed field owns, or another source
+of the same trust (a CA or client certificate given inline or from a keystore)."""
+NATIVE_CODE_PROPERTIES = {
+    "plugin.library.paths": "loads native code (librdkafka plugins) into the process",
+    "ssl.engine.location": "loads native code (an OpenSSL engine) into the process",
+    "ssl.providers": "loads native code (OpenSSL providers) into the process",
+    "sasl.kerberos.kinit.cmd": "runs a command (GSSAPI is not a supported mechanism)",
+}
+"""Raw properties refused outright: what they load or run is code, not a setting."""
+BOOLEAN_PROPERTIES = frozenset({"enable.ssl.certificate.verification"})
+WEAKENING_PROPERTIES = {
+    "enable.ssl.certificate.verification": False,
+    "ssl.endpoint.identification.algorithm": "none",
+}
+"""Settings (canonical name: the value, a boolean as librdkafka reads it, or text
+compared without case as librdkafka does) that turn off checks of the broker's
+certificate."""
+
+
+def librdkafka_name(name: str) -> str:
+    """The property librdkafka sets for ``name`` (aliases resolved; compared in lower
+    case, which refuses more than librdkafka's exact match, never less). Pure."""
+    lowered = name.lower()
+    return LIBRDKAFKA_ALIASES.get(lowered, lowered)
+
+
+def librdkafka_bool(value: str | int | float | bool) -> bool | None:
+    """A boolean property's value as librdkafka reads it (None: librdkafka would refuse
+    it). confluent-kafka hands librdkafka ``str(value)``: ``False`` is "False". Pure."""
+    text = str(value)
+    if text.lower() in ("true", "t") or text == "1":
+        return True
+    if text.lower() in ("false", "f") or text == "0":
+        return False
+    return None
+
+
+def _weakens_certificate_checks(name: str, value: str | int | float | bool) -> bool:
+    expected = WEAKENING_PROPERTIES.get(name)
+    if isinstance(expected, bool):
+        return librdkafka_bool(value) is expected
+    return expected is not None and str(value).lower() == expected
 
 
 class KafkaConfig(_Model):
@@ -136,7 +198,7 @@ class KafkaConfig(_Model):
         cls, config: dict[str, str | int | float | bool]
     ) -> dict[str, str | int | float | bool]:
         for name, value in config.items():
-            lowered = name.lower()
+            lowered = librdkafka_name(name)
             if lowered in RAW_SECRET_PROPERTIES or any(w in lowered for w in SECRET_WORDS):
                 raise ValueError(
                     f"{name} holds a secret: it would be shown in clear wherever the config "
@@ -144,11 +206,19 @@ class KafkaConfig(_Model):
                     "${ENV} reference"
                 )
             if lowered in TYPED_PROPERTIES:
+                alias = f" (librdkafka: an alias of {lowered})" if lowered != name.lower() else ""
                 raise ValueError(
-                    f"{name} is set by the typed field {TYPED_PROPERTIES[lowered]}; set it "
-                    "there (a raw value would silently override the validated one)"
+                    f"{name}{alias} is set by the typed field {TYPED_PROPERTIES[lowered]}; "
+                    "set it there (a raw value would silently override the validated one)"
                 )
-            if (lowered, str(value).lower()) in WEAKENING_PROPERTIES:
+            if lowered in NATIVE_CODE_PROPERTIES:
+                raise ValueError(f"{name} {NATIVE_CODE_PROPERTIES[lowered]}: refused in the config")
+            if lowered in BOOLEAN_PROPERTIES and librdkafka_bool(value) is None:
+                raise ValueError(
+                    f"{name} = {value!r} is not a boolean librdkafka reads "
+                    "(true, false, t, f, 1 or 0)"
+                )
+            if _weakens_certificate_checks(lowered, value):
                 log.warning(
                     "kafka.config %s = %s turns off broker certificate checks: anyone on "
                     "the path can impersonate the broker",
@@ -639,6 +709,29 @@ class SparkConfig(_Model):
     ``$XDG_CACHE_HOME/replicator/spark-environments`` (``~/.cache/…``)."""
 
 
+BUILTIN_FILTERS_MODULE = "replicator.core.filters.builtin"
+
+
+class FiltersConfig(_Model):
+    """Where record filter plugins may come from. A plugin is imported and run inside
+    the service with its credentials: whoever writes the config chooses code the
+    service runs, so the modules it may name are listed here."""
+
+    allowed_modules: list[Annotated[str, Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")]] = (
+        Field(default_factory=list)
+    )
+    """Modules (or packages, with every module under them) that filter plugins may be
+    loaded from, besides the built-in filters (``replicator.core.filters.builtin``)."""
+
+    def allows(self, plugin: str) -> bool:
+        """Whether ``plugin`` (``module:attribute``) comes from an allowed module. Pure."""
+        module = plugin.partition(":")[0]
+        return any(
+            module == prefix or module.startswith(prefix + ".")
+            for prefix in (BUILTIN_FILTERS_MODULE, *self.allowed_modules)
+        )
+
+
 class Config(_Model):
     """The whole deployment. Build it with :func:`load_config`."""
 
@@ -656,10 +749,15 @@ class Config(_Model):
     """The direct Kafka-to-Kafka relay."""
     spark: SparkConfig = Field(default_factory=SparkConfig)
     """How Spark jobs reach their executors on a cluster."""
+    filters: FiltersConfig = Field(default_factory=FiltersConfig)
+    """Which modules record filter plugins may be loaded from."""
 
     _source: str = PrivateAttr(default="config")
     _secret_texts: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)
     """Each secret field's text as written in the file, before ``${NAME}`` expansion."""
+    _reference_texts: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)
+    """Every value the file wrote with a ``${NAME}`` reference (secret field or not), as
+    written: what is handed to other processes in place of the expanded value."""
 
     @property
     def source(self) -> str:
@@ -726,22 +824,41 @@ def parse_config(text: str, source: str, env: Mapping[str, str]) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, [("", f"not valid TOML: {exc}")]) from None
-    problems: list[tuple[str, str]] = []
-    expanded = _expand_env(raw, (), env, problems)
-    if problems:
-        raise ConfigError(source, problems)
+    unset: list[tuple[str, str]] = []
+    expanded = _expand_env(raw, (), env, unset, source=source)
     try:
         config = Config.model_validate(expanded)
     except ValidationError as exc:
-        raise ConfigError(source, [_describe(err) for err in exc.errors()]) from None
-    problems = _check_references(config)
+        paths = {path for path, _ in unset}  # the error there is the unset variable
+        errors = [e for e in map(_describe, exc.errors()) if e[0] not in paths]
+        raise ConfigError(source, unset + errors) from None
+    secrets = {key_path(path) for path in secret_paths(config)}
+    problems = [problem for problem in unset if problem[0] not in secrets]
+    problems += _check_references(config)
     if problems:
         raise ConfigError(source, problems)
     config._source = source
     config._secret_texts = {
         path: text for path in secret_paths(config) if isinstance(text := _at(raw, path), str)
     }
+    config._reference_texts = dict(_references(raw, ()))
     return config
+
+
+def reference_texts(config: Config) -> dict[tuple[str | int, ...], str]:
+    """Every value the file wrote with a ``${NAME}`` reference, by key path, as written."""
+    return dict(config._reference_texts)
+
+
+def _references(value: Any, path: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], str]]:
+    """The (path, text) of every string in parsed TOML that holds a reference."""
+    if isinstance(value, dict):
+        return [found for k, v in value.items() for found in _references(v, (*path, k))]
+    if isinstance(value, list):
+        return [found for i, v in enumerate(value) for found in _references(v, (*path, i))]
+    if isinstance(value, str) and has_env_reference(value):
+        return [(path, value)]
+    return []
 
 
 def secret_paths(value: Any, path: tuple[str | int, ...] = ()) -> list[tuple[str | int, ...]]:
@@ -789,23 +906,58 @@ def _at(data: Any, path: tuple[str | int, ...]) -> Any:
     return data
 
 
+class UnsetSecret(SecretStr):
+    """A secret field whose ``${NAME}`` variable this process lacks: the config loads
+    (a process is given only the secrets it uses), and reading the secret raises the
+    ConfigError naming the variable and the key: where it is used, never as an empty
+    value."""
+
+    def __init__(self, written: str, source: str, where: str, problem: str) -> None:
+        super().__init__(written)
+        self._error = ConfigError(source, [(where, problem)])
+
+    def get_secret_value(self) -> str:
+        raise self._error
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnsetSecret) and str(self._error) == str(other._error)
+
+    def __hash__(self) -> int:
+        return hash(str(self._error))
+
+    def __repr__(self) -> str:
+        return f"UnsetSecret({self._error.problems[0][1]!r})"
+
+
 def _expand_env(
-    value: Any, path: tuple[str | int, ...], env: Mapping[str, str], problems: list[tuple[str, str]]
+    value: Any,
+    path: tuple[str | int, ...],
+    env: Mapping[str, str],
+    problems: list[tuple[str, str]],
+    source: str | None = None,
 ) -> Any:
+    """``value`` with references replaced from ``env``; each unset variable is a problem.
+    With a ``source``, a string with an unset variable becomes an :class:`UnsetSecret`
+    (accepted by secret fields only: every other field refuses it)."""
     if isinstance(value, dict):
-        return {k: _expand_env(v, (*path, k), env, problems) for k, v in value.items()}
+        return {k: _expand_env(v, (*path, k), env, problems, source) for k, v in value.items()}
     if isinstance(value, list):
-        return [_expand_env(v, (*path, i), env, problems) for i, v in enumerate(value)]
+        return [_expand_env(v, (*path, i), env, problems, source) for i, v in enumerate(value)]
     if isinstance(value, str):
+        found: list[tuple[str, str]] = []
 
         def substitute(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in env:
-                problems.append((key_path(path), f"environment variable {name} is not set"))
+                found.append((key_path(path), f"environment variable {name} is not set"))
                 return ""
             return env[name]
 
-        return _ENV_RE.sub(substitute, value)
+        expanded = _ENV_RE.sub(substitute, value)
+        problems += found
+        if found and source is not None:
+            return UnsetSecret(value, source, *found[0])
+        return expanded
     return value
 
 
@@ -857,6 +1009,7 @@ def _check_references(config: Config) -> list[tuple[str, str]]:
                 (key_path(("regions", region, "bucket")), f"{where} needs this region's bucket")
             )
 
+    problems += _check_filter_plugins(config)
     if config.egress:
         need(config.egress.region, "egress.region")
     if config.compaction:
@@ -892,6 +1045,30 @@ def _check_references(config: Config) -> list[tuple[str, str]]:
                 )
             destinations.setdefault(source.destination, i)
     return problems
+
+
+def _check_filter_plugins(config: Config) -> list[tuple[str, str]]:
+    """Each filter plugin's module is allowed (checked before anything imports it)."""
+    specs: list[tuple[tuple[str | int, ...], FilterSpec]] = []
+    if config.relay:
+        for i, topic in enumerate(config.relay.topics):
+            specs += [
+                (("relay", "topics", i, "filters", j), f) for j, f in enumerate(topic.filters)
+            ]
+    if config.ingress:
+        for i, source in enumerate(config.ingress.sources):
+            where = ("ingress", "sources", i, "filters")
+            specs += [((*where, j), f) for j, f in enumerate(source.filters)]
+    return [
+        (
+            key_path((*path, "plugin")),
+            f"module {spec.plugin.partition(':')[0]!r} is not among [filters] allowed_modules "
+            "(nor a built-in filter): a filter plugin is code run with the service's rights; "
+            "list the module or its package there to allow it",
+        )
+        for path, spec in specs
+        if not config.filters.allows(spec.plugin)
+    ]
 
 
 def _check_relay(relay: RelayConfig, need: Callable[..., None]) -> list[tuple[str, str]]:

@@ -8,8 +8,12 @@ health probes (``/healthz``, ``/readyz``; see :mod:`replicator.core.health`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,20 +25,106 @@ log = logging.getLogger(__name__)
 
 
 DEFAULT_HOST = "0.0.0.0"
-"""Every interface, so that a scraper on another host (or pod) reaches it; set
-``metrics_host`` to one interface's address to keep metrics off the others."""
+"""Every interface, so that a scraper on another host (or pod) reaches it: Prometheus
+and the kubelet's probes connect from outside the process's network namespace. Set
+``metrics_host`` to one interface's address to keep metrics off the others; on
+Kubernetes the NetworkPolicy lets only the scrapers' namespace reach the port."""
+
+REQUEST_TIMEOUT = 10.0
+"""Seconds a connection has, from its accept, to send its request and read the answer
+(Prometheus's own scrape timeout is 10 s); then it is closed, however slowly it drips."""
+MAX_CONNECTIONS = 16
+"""Connections served at once (a thread each). Past it, the oldest one still sending its
+request is closed to make room: a scrape or a probe sends its request at once and is
+answered in milliseconds, so it is never the oldest for long, and idle connections
+(slowloris) cannot shut them out."""
 
 
 class _Server(ThreadingHTTPServer):
+    """One thread per connection, at most ``max_connections`` of them, each closed at its
+    deadline. The accepting thread enforces both: it closes the connections past their
+    deadline every ``poll_interval`` (``service_actions``) and makes room on accept.
+    Closing is ``shutdown()`` of the socket, which wakes its thread from a blocked read
+    or write; the thread then ends and forgets the connection."""
+
     daemon_threads = True
+    request_queue_size = 64
     registry: CollectorRegistry
     health: Health
+    request_timeout: float
+    max_connections: int
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        super().__init__(address, _Handler)
+        self._lock = threading.Lock()
+        self._deadlines: dict[socket.socket, float] = {}
+        """Open connections and when each must be done, in accept order."""
+        self._answering: set[socket.socket] = set()
+        """Connections whose request has arrived (not closed to make room)."""
+        self._closed: set[socket.socket] = set()
+        """Connections closed here whose thread has not ended yet: not answered."""
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            if len(self._deadlines) >= self.max_connections:
+                waiting = [c for c in self._deadlines if c not in self._answering]
+                if not waiting:
+                    self.shutdown_request(request)  # every slot is answering: try later
+                    return
+                self._close(waiting[0])
+            self._deadlines[request] = time.monotonic() + self.request_timeout
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._deadlines.pop(request, None)
+                self._answering.discard(request)
+                self._closed.discard(request)
+
+    def answering(self, request: Any) -> bool:
+        """Mark ``request`` as being answered; False if it was closed (its end of
+        headers may be the close itself): then it gets no answer."""
+        with self._lock:
+            if request in self._closed:
+                return False
+            self._answering.add(request)
+            return True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that broke (closed here or by its client) is no error of the
+        server's: noted at DEBUG, not printed to stderr as the standard library does."""
+        log.debug("metrics connection from %s ended early: %r", client_address, sys.exc_info()[1])
+
+    def service_actions(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            late = [c for c, deadline in self._deadlines.items() if deadline <= now]
+            for connection in late:
+                self._close(connection)
+
+    def _close(self, connection: socket.socket) -> None:
+        """Wake and end the thread serving ``connection`` (the lock is held)."""
+        del self._deadlines[connection]
+        self._closed.add(connection)
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
 
+    def setup(self) -> None:
+        # Each read and write times out too, within the deadline the server enforces.
+        self.request.settimeout(self.server.request_timeout)
+        super().setup()
+
     def do_GET(self) -> None:
+        if not self.server.answering(self.request):
+            self.close_connection = True
+            return
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
             status, body, kind = 200, generate_latest(self.server.registry), CONTENT_TYPE_LATEST
@@ -53,7 +143,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
+        # As the standard library does: a request line's control characters (terminal
+        # escapes) are written escaped.
+        message = (format % args).translate(self._control_char_table)  # type: ignore[attr-defined]
+        log.debug("%s %s", self.address_string(), message)
 
 
 def serve(
@@ -65,7 +158,9 @@ def serve(
 ) -> Any:
     """Serve ``registry`` at ``/metrics`` and ``health`` at ``/healthz`` and ``/readyz`` on
     ``host``:``port`` (port 0 picks a free one); returns the server (``shutdown()`` it)."""
-    server = _Server((host, port), _Handler)
+    server = _Server((host, port))
+    server.request_timeout = REQUEST_TIMEOUT
+    server.max_connections = MAX_CONNECTIONS
     server.registry = registry
     server.health = health or Health()
     threading.Thread(target=server.serve_forever, name=f"{component}-http", daemon=True).start()

@@ -24,6 +24,7 @@ from replicator.core.config import (
     expand_env,
     has_env_reference,
     key_path,
+    reference_texts,
     secret_paths,
     secret_text,
 )
@@ -145,9 +146,10 @@ def _jvm_ignores_termination() -> Iterator[None]:
 
 def config_to_json(config: Config) -> str:
     """The validated config for processes that have no config file of their own (Spark's
-    planner processes and executors), with every secret as the file wrote it: a
-    ``${NAME}`` reference that the receiving process resolves from its own environment,
-    so that plans, task payloads and logs never hold the secret. A secret written in
+    planner processes and executors), with every secret, and every other value the file
+    wrote with a reference, as the file wrote it: a ``${NAME}`` reference that the
+    receiving process resolves from its own environment, so that plans, task payloads
+    and logs never hold the value. A secret written in
     clear in the file, or set without a file, travels as it is (with a warning)."""
     data = config.model_dump(mode="json")
     references: list[list[str | int]] = []
@@ -159,6 +161,11 @@ def config_to_json(config: Config) -> str:
         else:
             _warn_clear_secret(path)
             _put(data, path, _get(config, path).get_secret_value())
+    secrets = {tuple(p) for p in references}
+    for path, text in reference_texts(config).items():  # the other fields written so
+        if path not in secrets and _has(data, path):
+            _put(data, path, text)
+            references.append(list(path))
     return json.dumps({SECRET_REFERENCES: references, "config": data, "source": config.source})
 
 
@@ -176,6 +183,11 @@ def config_from_json(text: str, env: Mapping[str, str] | None = None) -> Config:
     config._source = source
     config._secret_texts = {  # as the file wrote them, for the next hand-over
         path: _get(shipped, path) for path in secret_paths(config)
+    }
+    config._reference_texts = {
+        tuple(path): text
+        for path in payload[SECRET_REFERENCES]
+        if isinstance(text := _get(shipped, path), str) and has_env_reference(text)
     }
     return config
 
@@ -195,6 +207,15 @@ def _get(value: Any, path: Sequence[str | int]) -> Any:
     for key in path:
         value = getattr(value, str(key)) if isinstance(value, BaseModel) else value[key]
     return value
+
+
+def _has(data: Any, path: Sequence[str | int]) -> bool:
+    """Whether dumped JSON has a value at ``path``."""
+    try:
+        _get(data, path)
+    except (KeyError, IndexError, TypeError):
+        return False
+    return True
 
 
 def _put(data: Any, path: Sequence[str | int], value: Any) -> None:

@@ -12,10 +12,18 @@ What is packed are the driver's installed files, compiled extensions included: e
 must run the same operating system, architecture and Python minor version as the driver.
 The executors' interpreter is pinned to that minor version by name (``python3.11``), and a
 mismatch is reported as such (:func:`explain_executor_failure`).
+
+Whoever can write the cache chooses the code the executors run and the script the
+driver's Python workers are started by: the cache and the directories made in it are
+the user's own (mode 0700 when made here), and one that another user owns or that group
+or others can write is refused before anything in it is read or written. Files appear
+complete or not at all: each is written to a fresh ``mkstemp`` file beside it and
+renamed into place (a link planted at a predictable name is never followed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -24,6 +32,7 @@ import os
 import platform
 import re
 import shlex
+import stat
 import sys
 import tarfile
 import tempfile
@@ -34,6 +43,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 
 from replicator.core.config import SparkConfig
+from replicator.core.errors import ReplicatorError
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +53,11 @@ PROJECT_PACKAGES = ("replicator", "egress", "ingress", "compaction", "relay", "r
 PROVIDED_BY_SPARK = frozenset({"pyspark", "py4j"})
 ARCHIVE_ALIAS = "replicator-env"
 """The directory executors unpack the archive into (``archive#alias``)."""
+
+
+class SparkEnvironmentError(ReplicatorError):
+    """The environment cache cannot be trusted (another user owns it, or others can write
+    it); names the directory and what to do."""
 
 
 @dataclass(frozen=True)
@@ -84,18 +99,83 @@ def _resolve_on_driver(command: str, cache: Path) -> None:
     """Put a directory first on this process's ``PATH`` (inherited by the JVM it starts)
     where ``command`` runs this interpreter (a script that execs it: a link would lose
     the virtual environment, which Python finds next to the path it was started by)."""
-    directory = cache / "driver-bin" / hashlib.sha256(sys.executable.encode()).hexdigest()[:12]
-    directory.mkdir(parents=True, exist_ok=True)
+    directory = private_directory(cache, "driver-bin", driver_bin_name())
     script = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n'
     target = directory / command
-    if not target.exists() or target.read_text() != script:
-        temporary = directory / f".{command}.{os.getpid()}"
-        temporary.write_text(script)
-        temporary.chmod(0o755)
-        os.replace(temporary, target)
+    if target.is_symlink() or not target.is_file() or target.read_text() != script:
+        _write_atomically(target, script.encode(), mode=0o700)
     path = os.environ.get("PATH", "")
     if not path.startswith(f"{directory}{os.pathsep}"):  # once per process, not per session
         os.environ["PATH"] = f"{directory}{os.pathsep}{path}"
+
+
+def driver_bin_name() -> str:
+    """The directory of this interpreter's script, one per interpreter path."""
+    return hashlib.sha256(sys.executable.encode()).hexdigest()[:12]
+
+
+def _write_atomically(target: Path, content: bytes, mode: int) -> None:
+    descriptor, temporary = tempfile.mkstemp(
+        dir=target.parent, prefix=f".{target.name}.", suffix=".partial"
+    )
+    try:
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(content)
+            os.fchmod(out.fileno(), mode)
+        os.replace(temporary, target)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def private_directory(root: Path, *parts: str) -> Path:
+    """``root`` / ``parts``, each made (mode 0700) unless it exists, each checked to be
+    this user's and writable by nobody else; SparkEnvironmentError otherwise. ``root``'s
+    ancestors may be writable by others only with the sticky bit (as ``/tmp``): without
+    it, others could rename the cache away and put their own in its place."""
+    root = root.absolute()
+    for ancestor in reversed(root.parents):
+        if ancestor.exists():
+            _check_ancestor(ancestor, root)
+        else:
+            with contextlib.suppress(FileExistsError):
+                ancestor.mkdir(mode=0o700)
+    path = root
+    for part in (None, *parts):
+        if part is not None:
+            path = path / part
+        if not path.exists():
+            with contextlib.suppress(FileExistsError):  # another process's: checked below
+                path.mkdir(mode=0o700)
+        _check_private(path, root)
+    return path
+
+
+def _check_ancestor(ancestor: Path, root: Path) -> None:
+    mode = ancestor.stat().st_mode
+    if mode & stat.S_IWOTH and not mode & stat.S_ISVTX:
+        raise SparkEnvironmentError(
+            f"the Spark environment cache {root} is inside {ancestor}, which anyone can "
+            "write (and which has no sticky bit): set [spark] environment_cache to a "
+            "directory of the replicator's user"
+        )
+
+
+def _check_private(path: Path, root: Path) -> None:
+    status = path.stat()
+    if status.st_uid != os.geteuid():
+        raise SparkEnvironmentError(
+            f"the Spark environment cache {path} belongs to user id {status.st_uid}, not "
+            f"to this process's ({os.geteuid()}): its content chooses the code executors "
+            f"run; set [spark] environment_cache to a directory of the replicator's user"
+        )
+    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise SparkEnvironmentError(
+            f"the Spark environment cache {path} is writable by others (mode "
+            f"{stat.S_IMODE(status.st_mode):o}): its content chooses the code executors "
+            f"run; make it private (chmod go-w {path}) or set [spark] environment_cache "
+            f"to another directory (under {root} nothing else was read or written)"
+        )
 
 
 def environment_cache(settings: SparkConfig) -> Path:
@@ -173,6 +253,7 @@ def content_hash(
 
 def packed_environment(cache: Path) -> Path:
     """The archive of the current environment, built unless the cache has it."""
+    cache = private_directory(cache)
     project = list(project_files())
     distributions = requirement_closure(PROJECT_DISTRIBUTION)
     archive = cache / f"replicator-env-{content_hash(project, distributions)}.tar.gz"
@@ -180,7 +261,6 @@ def packed_environment(cache: Path) -> Path:
         log.info("executors get the packed environment %s (cached)", archive)
         return archive
     files = project + [f for d in distributions for f in distribution_files(d)]
-    cache.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(dir=cache, suffix=".partial")
     os.close(descriptor)
     try:

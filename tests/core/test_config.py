@@ -226,6 +226,67 @@ def test_weakened_certificate_checks_and_plain_passwords_in_clear_are_warned_abo
     assert any("SASL PLAIN over SASL_PLAINTEXT" in m for m in messages), messages
 
 
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        # librdkafka's own aliases of the typed properties (it resolves them to one setting,
+        # and the last one set wins over the typed value).
+        ('"metadata.broker.list" = "evil:9092"', "set by the typed field bootstrap_servers"),
+        ('"sasl.mechanism" = "PLAIN"', "set by the typed field sasl_mechanism"),
+        ('"ssl.ca.pem" = "-----BEGIN"', "set by the typed field ssl_ca_location"),
+        ('"ssl.certificate.pem" = "x"', "set by the typed field ssl_certificate_location"),
+        ('"sasl.oauthbearer.client.credentials.client.secret" = "x"', "holds a secret"),
+        # Native code loaded into the process.
+        ('"plugin.library.paths" = "/tmp/evil.so"', "loads native code"),
+        ('"ssl.engine.location" = "/tmp/engine.so"', "loads native code"),
+        ('"ssl.providers" = "/tmp/provider"', "loads native code"),
+        ('"sasl.kerberos.kinit.cmd" = "sh -c id"', "runs a command"),
+    ],
+)
+def test_the_raw_kafka_table_refuses_aliases_of_typed_settings_and_native_code(entry, message):
+    text = SASL.replace('"client.id" = "repl"', f'"client.id" = "repl", {entry}')
+    with pytest.raises(ConfigError) as info:
+        parse(text, {"KAFKA_PASSWORD": "hunter2-secret"})
+    assert message in str(info.value)
+    assert "regions.us-east-1.kafka.config" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "value", ["false", "False", "FALSE", "f", "F", "0", "false_as_bool", "0_as_int"]
+)
+def test_certificate_checks_off_are_warned_about_in_every_spelling_librdkafka_reads(value, caplog):
+    toml = {"false_as_bool": "false", "0_as_int": "0"}.get(value, f'"{value}"')
+    text = SASL.replace(
+        '"client.id" = "repl"',
+        f'"client.id" = "repl", "enable.ssl.certificate.verification" = {toml}',
+    )
+    with caplog.at_level(logging.WARNING, logger="replicator.core.config"):
+        parse(text, {"KAFKA_PASSWORD": "pw"})
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("turns off broker certificate checks" in m for m in messages), (value, messages)
+
+
+@pytest.mark.parametrize("value", ['"true"', '"t"', '"1"', "1", "true"])
+def test_certificate_checks_left_on_are_not_warned_about(value, caplog):
+    text = SASL.replace(
+        '"client.id" = "repl"',
+        f'"client.id" = "repl", "enable.ssl.certificate.verification" = {value}',
+    )
+    with caplog.at_level(logging.WARNING, logger="replicator.core.config"):
+        parse(text, {"KAFKA_PASSWORD": "pw"})
+    assert not [r for r in caplog.records if "certificate checks" in r.getMessage()]
+
+
+def test_a_value_librdkafka_would_not_read_as_a_boolean_is_refused():
+    text = SASL.replace(
+        '"client.id" = "repl"', '"client.id" = "repl", "enable.ssl.certificate.verification" = "no"'
+    )
+    with pytest.raises(
+        ConfigError, match=r"enable\.ssl\.certificate\.verification = 'no' is not a boolean"
+    ):
+        parse(text, {"KAFKA_PASSWORD": "pw"})
+
+
 def test_the_ssl_key_password_is_a_typed_secret():
     text = SASL.replace(
         'kafka.ssl_ca_location = "/etc/ca.pem"',
@@ -308,3 +369,59 @@ def test_relay_mistakes_are_reported_with_their_key():
 def test_a_region_that_egress_uses_needs_its_bucket():
     text = MINIMAL + RELAY + '[egress]\nregion = "east-b"\n'
     assert ("regions.east-b.bucket", "egress.region needs this region's bucket") in problems(text)
+
+
+FILTERED = """
+[[relay.topics.filters]]
+plugin = "replicator.core.filters.builtin:by_header"
+config = { name = "h" }
+[[relay.topics.filters]]
+plugin = "os:system"
+"""
+
+
+def test_a_filter_plugin_outside_the_allowed_modules_is_refused_before_it_is_imported():
+    """A plugin is code the service runs: only the built-in filters and the modules
+    [filters] allowed_modules names may be loaded."""
+    found = problems(MINIMAL + RELAY + FILTERED)
+    assert found == [
+        (
+            "relay.topics[0].filters[1].plugin",
+            "module 'os' is not among [filters] allowed_modules (nor a built-in filter): "
+            "a filter plugin is code run with the service's rights; list the module or its "
+            "package there to allow it",
+        )
+    ]
+    allowed = parse(MINIMAL + RELAY + FILTERED + '[filters]\nallowed_modules = ["os"]\n')
+    assert required(allowed, "relay").topics[0].filters[1].plugin == "os:system"
+    # A prefix is a whole package name: "mypkg" allows mypkg.filters, not mypkgevil.
+    text = (MINIMAL + RELAY + FILTERED).replace("os:system", "mypkgevil.x:f")
+    assert problems(text + '[filters]\nallowed_modules = ["mypkg"]\n')
+    text = (MINIMAL + RELAY + FILTERED).replace("os:system", "mypkg.filters:f")
+    parse(text + '[filters]\nallowed_modules = ["mypkg"]\n')
+
+
+def test_a_secret_whose_variable_is_unset_fails_where_it_is_used_not_at_load():
+    """A process is given only the secrets it uses (one Secret per workload): the
+    config's other secrets name variables it lacks, and it loads regardless. Using such
+    a secret fails, naming the variable and the key; nothing runs with an empty one."""
+    text = SASL + '[regions.us-west-1]\nbucket = "b-west"\nkafka.bootstrap_servers = "w:9092"\n'
+    text += (
+        'kafka.security_protocol = "SASL_SSL"\nkafka.sasl_mechanism = "SCRAM-SHA-512"\n'
+        'kafka.sasl_username = "r"\nkafka.sasl_password = "${WEST_PASSWORD}"\n'
+    )
+    config = parse(text, {"KAFKA_PASSWORD": "pw"})
+    assert client_config(config.region("us-east-1").kafka)["sasl.password"] == "pw"
+    with pytest.raises(ConfigError) as info:
+        client_config(config.region("us-west-1").kafka)
+    assert str(info.value) == (
+        "test.toml: regions.us-west-1.kafka.sasl_password: environment variable "
+        "WEST_PASSWORD is not set"
+    )
+    assert "WEST_PASSWORD" in repr(config.region("us-west-1").kafka.sasl_password)
+    assert parse(text, {"KAFKA_PASSWORD": "pw"}) == config
+
+
+def test_a_non_secret_value_whose_variable_is_unset_still_fails_at_load():
+    found = problems(SASL.replace('bucket = "bucket-east"', 'bucket = "${NO_BUCKET}"'), {})
+    assert ("regions.us-east-1.bucket", "environment variable NO_BUCKET is not set") in found

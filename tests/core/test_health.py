@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import threading
+import time
 
 from prometheus_client import CollectorRegistry, Counter
 
+from replicator.core import metrics
 from replicator.core.health import (
     CheckResult,
     Health,
@@ -91,3 +95,103 @@ def test_one_port_serves_metrics_and_both_probes():
     finally:
         server.shutdown()
         server.server_close()
+
+
+HALF_REQUEST = b"GET /metrics HTTP/1.1\r\nHost: replicator\r\n"  # no blank line: never ends
+
+
+def closed_by_server(sock: socket.socket, within: float) -> bool:
+    """Whether the server closes ``sock`` within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    try:
+        while True:  # an answer (an error status) before the close counts too
+            sock.settimeout(max(0.01, deadline - time.monotonic()))
+            if sock.recv(4096) == b"":
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_idle_half_requests_are_closed_in_time_and_hold_a_bounded_number_of_threads(
+    monkeypatch,
+):
+    """Slowloris: many connections that send half a request and wait. Each is closed
+    when its time is up, no more than the cap hold a thread at once, and a real scrape
+    is answered while they wait."""
+    monkeypatch.setattr(metrics, "REQUEST_TIMEOUT", 2.0, raising=False)
+    monkeypatch.setattr(metrics, "MAX_CONNECTIONS", 8, raising=False)
+    registry = CollectorRegistry()
+    Counter("replicator_test_things", "Things", registry=registry).inc()
+    threads_before = threading.active_count()
+    server = serve(registry, 0, "test", "127.0.0.1")
+    idle: list[socket.socket] = []
+    try:
+        port = server.server_port
+        for _ in range(300):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(HALF_REQUEST)
+            idle.append(sock)
+        last_opened = time.monotonic()
+        time.sleep(0.5)
+        held = threading.active_count() - threads_before
+        assert held <= 8 + 2, f"{held} threads for 300 idle connections"
+        status, body = get(port, "/metrics")
+        assert status == 200 and b"replicator_test_things_total 1.0" in body
+        # Each is closed 2 s after its accept at the latest (checked every 0.5 s).
+        until = last_opened + 2.0 + 1.5
+        still_open = [
+            s for s in idle if not closed_by_server(s, max(0.1, until - time.monotonic()))
+        ]
+        assert still_open == [], f"{len(still_open)} of 300 idle connections still open"
+        time.sleep(0.5)
+        assert threading.active_count() - threads_before <= 2
+    finally:
+        for sock in idle:
+            sock.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_request_dripped_a_byte_at_a_time_is_cut_off_at_the_deadline(monkeypatch):
+    monkeypatch.setattr(metrics, "REQUEST_TIMEOUT", 1.5, raising=False)
+    server = serve(CollectorRegistry(), 0, "test", "127.0.0.1")
+    try:
+        sock = socket.create_connection(("127.0.0.1", server.server_port), timeout=5)
+        started = time.monotonic()
+        cut = False
+        for byte in HALF_REQUEST * 10:
+            try:
+                sock.sendall(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                cut = True
+                break
+            if time.monotonic() - started > 6:
+                break
+            time.sleep(0.2)
+        elapsed = time.monotonic() - started
+        assert cut or closed_by_server(sock, 0.5), f"still open after {elapsed:.1f}s of dripping"
+        assert elapsed < 4.0, f"cut off after {elapsed:.1f}s (deadline 1.5 s)"
+        sock.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_request_lines_are_logged_with_control_characters_escaped(caplog):
+    server = serve(CollectorRegistry(), 0, "test", "127.0.0.1")
+    try:
+        with caplog.at_level(logging.DEBUG, logger="replicator.core.metrics"):
+            sock = socket.create_connection(("127.0.0.1", server.server_port), timeout=5)
+            sock.sendall(b"GET /\x1b[2J\x1b[31mowned\x07 HTTP/1.0\r\n\r\n")
+            sock.recv(4096)
+            sock.close()
+            time.sleep(0.3)
+    finally:
+        server.shutdown()
+        server.server_close()
+    lines = [r.getMessage() for r in caplog.records if "owned" in r.getMessage()]
+    assert lines, [r.getMessage() for r in caplog.records]
+    assert all("\x1b" not in line and "\x07" not in line for line in lines), lines
+    assert any("\\x1b[2J" in line for line in lines), lines

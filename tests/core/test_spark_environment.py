@@ -7,12 +7,17 @@ import os
 import sys
 import tarfile
 
+import pytest
+
 from replicator.core.config import SparkConfig
 from replicator.core.spark_environment import (
     ARCHIVE_ALIAS,
     PackedFile,
+    SparkEnvironmentError,
+    _resolve_on_driver,
     canonical,
     content_hash,
+    driver_bin_name,
     executor_settings,
     explain_executor_failure,
     project_files,
@@ -101,3 +106,52 @@ def test_executor_python_failures_say_what_to_do():
         f"driver's version) or set [spark] executor_python to its path"
     )
     assert explain_executor_failure("TaskKilled: something else") is None
+
+
+def test_a_cache_directory_others_can_write_is_refused(monkeypatch, tmp_path):
+    """Whoever can write the cache chooses the code executors run and the script the
+    driver's own Python workers start: a group- or world-writable cache is refused, by
+    name, before anything is read from or written to it."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    settings = SparkConfig(environment_cache=str(shared))
+    with pytest.raises(SparkEnvironmentError, match=f"{shared}.* writable by others"):
+        executor_settings(settings, "spark://host:7077")
+    assert list(shared.iterdir()) == []
+    shared.chmod(0o775)  # the group is others too
+    with pytest.raises(SparkEnvironmentError, match="writable by others"):
+        executor_settings(settings, "spark://host:7077")
+
+
+def test_a_cache_made_afresh_is_private(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    previous = os.umask(0o002)
+    try:
+        cache = tmp_path / "new" / "cache"
+        _resolve_on_driver(f"python{MINOR}", cache)
+    finally:
+        os.umask(previous)
+    for directory in (cache, *[p for p in cache.rglob("*") if p.is_dir()]):
+        assert directory.stat().st_mode & 0o077 == 0, directory
+
+
+def test_the_drivers_python_script_is_written_through_a_fresh_file(monkeypatch, tmp_path):
+    """A link planted where the script's temporary file would go is never followed: the
+    script is written to a file made by ``mkstemp`` and renamed into place."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    command = f"python{MINOR}"
+    directory = tmp_path / "driver-bin" / driver_bin_name()
+    directory.mkdir(parents=True, mode=0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (directory / f".{command}.{os.getpid()}").symlink_to(victim)
+    _resolve_on_driver(command, tmp_path)
+    assert victim.read_text() == "precious\n"
+    script = directory / command
+    assert script.read_text().startswith("#!/bin/sh\nexec ")
+    assert not script.is_symlink() and os.access(script, os.X_OK)
+    assert [p.name for p in directory.iterdir() if p.name.endswith(".partial")] == []

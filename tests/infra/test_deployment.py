@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import configparser
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,21 @@ import yaml
 
 from infra.deploy_checks import (
     K8S_MANIFESTS,
+    MAX_EXPOSURE,
     SYSTEMD_UNITS,
     DeployCheckError,
     alert_rules,
+    exposure,
+    hardening_problems,
+    k8s_isolation_problems,
+    k8s_resources,
     metric_names,
+    verify_systemd_units,
 )
 from replicator.cli import build_parser
+from replicator.config_check import services_of
 from replicator.core.config import parse_config
+from replicator.core.kafka.clients import client_config
 
 CONFIG_PATH = "/etc/replicator/replicator.toml"
 SECRETS = {"KAFKA_US_EAST_1_PASSWORD": "pw-east-1", "KAFKA_US_WEST_1_PASSWORD": "pw-west-1"}
@@ -63,12 +72,119 @@ def test_every_workload_runs_a_replicator_command_on_the_mounted_config(name):
     assert args.config == CONFIG_PATH
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert str(Path(CONFIG_PATH).parent) in mounts
-    assert container["envFrom"] == [{"secretRef": {"name": "replicator-secrets"}}]
+    assert "envFrom" not in container  # each secret by name, from the workload's own Secret
+    for variable in container.get("env", []):
+        if "valueFrom" in variable:
+            ref = variable["valueFrom"]["secretKeyRef"]
+            assert ref == {"name": f"{name}-secrets", "key": variable["name"]}
     if "livenessProbe" in container:  # the long-running services
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
         assert ports["metrics"] == 9100
         assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "metrics"}
         assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+
+
+SERVICES = {
+    "replicator-egress": "egress",
+    "replicator-ingress": "ingress",
+    "replicator-relay": "relay",
+    "replicator-compaction": "compaction",
+}
+
+
+def secret_env(name: str) -> dict[str, str]:
+    """The secret variables a workload's pod gets, each with a value naming itself."""
+    [container] = pod_spec(workloads()[name])["containers"]
+    return {
+        v["name"]: f"value-of-{v['name']}" for v in container.get("env", []) if "valueFrom" in v
+    }
+
+
+@pytest.mark.parametrize("name", sorted(SERVICES))
+def test_each_workload_gets_exactly_the_secrets_its_service_uses(name):
+    """The config loads in each pod with that pod's variables alone, every Kafka cluster
+    its service talks to gets its password, and the pod holds no other secret."""
+    text = resources()[("ConfigMap", "replicator-config")]["data"]["replicator.toml"]
+    env = secret_env(name)
+    config = parse_config(text, "replicator-config", env)
+    service = SERVICES[name]
+    kafka_regions = services_of(config).get(service, []) if service != "compaction" else []
+    if service == "ingress":
+        assert config.ingress is not None
+        kafka_regions = [config.ingress.region]  # the sources' buckets only, not their Kafka
+    used = set()
+    for region in kafka_regions:
+        conf = client_config(config.region(region).kafka)
+        used.add(conf["sasl.password"].removeprefix("value-of-"))
+    assert used == set(env)
+
+
+def test_the_manifests_isolate_every_workload():
+    assert k8s_isolation_problems(k8s_resources()) == []
+
+
+def test_the_egress_executors_run_apart_under_an_account_without_api_rights():
+    found = {
+        (r["kind"], r["metadata"].get("namespace"), r["metadata"].get("name")): r
+        for r in k8s_resources()
+        if "metadata" in r
+    }
+    defaults = resources()[("ConfigMap", "replicator-spark-defaults")]["data"]
+    settings = dict(
+        line.split(None, 1)
+        for line in defaults["spark-defaults.conf"].splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )
+    namespace = settings["spark.kubernetes.namespace"]
+    assert namespace != "replicator"
+    account = settings["spark.kubernetes.authenticate.executor.serviceAccountName"]
+    executor_account = found[("ServiceAccount", namespace, account)]
+    assert executor_account["automountServiceAccountToken"] is False
+    assert ("Role", namespace, "replicator-egress-driver") in found
+    assert not [k for k in found if k[0] == "Role" and k[1] == "replicator"]
+    assert settings["spark.kubernetes.executor.podTemplateFile"].startswith("/etc/spark/")
+    secret = settings["spark.kubernetes.executor.secretKeyRef.KAFKA_US_EAST_1_PASSWORD"]
+    assert secret == "replicator-egress-secrets:KAFKA_US_EAST_1_PASSWORD"
+
+
+def test_the_isolation_check_names_what_a_workload_lacks():
+    shared = {"envFrom": [{"secretRef": {"name": "everything"}}]}
+    bare = [
+        {
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {
+                "template": {
+                    "spec": {
+                        "serviceAccountName": name,
+                        "containers": [{"name": "c", **shared}],
+                        "volumes": [{"name": "tmp", "emptyDir": {}}],
+                    }
+                }
+            },
+        }
+        for name in ("a", "b")
+    ]
+    role = {
+        "kind": "Role",
+        "metadata": {"name": "driver", "namespace": "ns"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]}],
+    }
+    problems = k8s_isolation_problems([*bare, role])
+    for expected in (
+        "a: mounts a service-account token it has no role for",
+        "a: no RuntimeDefault seccomp profile",
+        "a: may run as root",
+        "a/c: privilege escalation allowed",
+        "a/c: capabilities not dropped",
+        "a/c: writable root filesystem",
+        "a/c: takes a whole Secret (envFrom); name each key",
+        "b/c: shares Secret everything with a",
+        "a: scratch volume tmp has no sizeLimit",
+        "namespace ns: no default-deny NetworkPolicy",
+        "Role driver: creates pods where the workloads run (ns)",
+    ):
+        assert expected in problems, (expected, problems)
 
 
 def test_ingress_memory_is_requested_above_its_measured_peak_for_each_process():
@@ -113,6 +229,33 @@ def test_every_systemd_unit_runs_a_replicator_command(unit):
     command = shlex.split(parser["Service"]["ExecStart"])
     assert command[0] == "/opt/replicator/bin/replicator"
     assert build_parser().parse_args(command[1:]).config == CONFIG_PATH
+
+
+@pytest.mark.parametrize("unit", sorted(p.name for p in SYSTEMD_UNITS.glob("*.service")))
+def test_every_systemd_unit_is_sandboxed(unit):
+    assert hardening_problems(SYSTEMD_UNITS / unit) == []
+    if shutil.which("systemd-analyze") is not None:
+        assert exposure(SYSTEMD_UNITS / unit) <= MAX_EXPOSURE
+
+
+def test_the_systemd_units_verify():
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze not installed")
+    assert verify_systemd_units() == []
+
+
+def test_the_sandbox_check_names_what_a_unit_lacks(tmp_path):
+    unit = tmp_path / "bare.service"
+    unit.write_text(
+        "[Service]\nExecStart=/opt/replicator/bin/replicator\nStateDirectory=replicator\n"
+        "SystemCallFilter=@system-service\nSystemCallFilter=~@privileged\n"
+    )
+    problems = hardening_problems(unit)
+    assert "bare.service: UMask=0077 missing" in problems
+    assert "bare.service: CapabilityBoundingSet= missing" in problems
+    assert "bare.service: StateDirectoryMode=0700 missing" in problems
+    assert "bare.service: MemoryMax missing (a leak would take the machine)" in problems
+    assert not [p for p in problems if "SystemCallFilter" in p]
 
 
 def test_the_rule_checks_reject_broken_rules(tmp_path):

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
-from relay.service import RelayService
+from relay.errors import RelayLoopError
+from relay.service import RelayService, loop_problem
 from replicator.core.errors import ConfigError
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.errors import DestinationTopicError
 from tests.fixtures.independent import read_partition
 from tests.fixtures.records import produce_every_shape
-from tests.fixtures.relay import create_topic
+from tests.fixtures.relay import UPSTREAM_B, create_topic
 from tests.fixtures.stack import DESTINATION, SOURCE
 
 
@@ -166,6 +168,46 @@ def test_a_destination_with_too_few_partitions_stops_the_relay_before_anything_i
 def test_a_loop_inside_one_cluster_is_refused_at_load(relay_setup):
     with pytest.raises(ConfigError, match="would be relayed into itself"):
         relay_setup(destination=SOURCE, source_topic="same.name", destination_topic="same.name")
+
+
+def test_two_names_for_one_cluster_are_refused_as_a_loop_before_anything_is_written(
+    local_stack, relay_setup, unique
+):
+    """The config check sees two region names; the relay asks both clusters their id."""
+    same = unique("relay.same")
+    setup = relay_setup(
+        sources=(UPSTREAM_B,),
+        east_b=local_stack.bootstrap(DESTINATION),  # another name for the destination
+        source_topic=same,
+        destination_topic=same,
+    )
+    create_topic(local_stack.bootstrap(DESTINATION), same, 2)
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(DESTINATION)})
+    for i in range(4):
+        producer.produce(same, value=b"v%d" % i, partition=i % 2)
+    producer.flush(10)
+    with pytest.raises(RelayLoopError) as info:
+        relay_once(setup)
+    message = str(info.value)
+    assert f"{UPSTREAM_B!r} and relay.destination {DESTINATION!r} are one cluster" in message
+    assert same in message
+    admin = AdminClient({"bootstrap.servers": local_stack.bootstrap(DESTINATION)})
+    topics = admin.list_topics(timeout=10).topics
+    assert setup.config.relay is not None
+    assert setup.config.relay.checkpoint_topic not in topics  # nothing written
+    assert setup.config.relay.assignment_topic not in topics
+    assert [len(read_partition(local_stack.bootstrap(DESTINATION), same, p)) for p in (0, 1)] == [
+        2,
+        2,
+    ]
+
+
+def test_a_loop_is_named_only_when_an_upstream_is_the_destinations_cluster():
+    ids = {"east": "id-east", "east-alias": "id-west"}
+    problem = loop_problem("west", "id-west", ids, ["orders"])
+    assert problem is not None
+    assert problem.startswith("relay.sources 'east-alias' and relay.destination 'west' are one")
+    assert loop_problem("west", "id-west", {"east": "id-east"}, ["orders"]) is None
 
 
 def test_records_deleted_at_the_source_before_the_relay_read_them_halt_naming_the_range(
