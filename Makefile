@@ -79,8 +79,7 @@ bench: setup
 # STAGE = egress | ingress | restore | compaction | relay | relay_latency | latency
 STAGE ?= ingress
 bench-profile: setup
-	$(BIN)/python -m bench.run --only $(STAGE) --profile $(STAGE) --repeat 1 --no-hog \
-		--output bench/results/profiles/$(STAGE).json $(BENCH_ARGS)
+	$(BIN)/python -m bench.run --only $(STAGE) --profile $(STAGE) --repeat 1 --no-hog $(BENCH_ARGS)
 
 stack-up: setup
 	$(BIN)/replicator stack up --config $(CONFIG)

@@ -40,13 +40,16 @@ _wanted: set[str] = set()
 _done: set[str] = set()
 
 
+_directory = PROFILES
+
+
 def enable(stages: Iterable[str], directory: Path = PROFILES) -> None:
     """Profile ``stages`` from now on, into ``directory``; fails at once when py-spy is
     missing rather than after the benchmark's set-up."""
-    global PROFILES
+    global _directory
     if stages and py_spy() is None:
         raise SystemExit("py-spy is not installed: pip install -e '.[dev]'")
-    PROFILES = directory
+    _directory = directory
     _wanted.update(stages)
 
 
@@ -65,13 +68,13 @@ def profiled(stage: str) -> Iterator[None]:
         yield
         return
     _done.add(stage)
-    PROFILES.mkdir(parents=True, exist_ok=True)
-    stacks = PROFILES / f"{stage}.txt"
+    _directory.mkdir(parents=True, exist_ok=True)
+    stacks = _directory / f"{stage}.txt"
     program = py_spy()
     assert program is not None
     command = [program, "record", "--pid", str(os.getpid()), "--subprocesses"]
     command += ["--rate", str(RATE), "--format", "raw", "--output", str(stacks)]
-    log = (PROFILES / f"{stage}.py-spy.log").open("w")
+    log = (_directory / f"{stage}.py-spy.log").open("w")
     recorder = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
     try:
         yield
@@ -88,7 +91,7 @@ def profiled(stage: str) -> Iterator[None]:
     if not stacks.exists():
         raise RuntimeError(f"py-spy wrote no profile; see {log.name}")
     summary = summarise(stacks.read_text().splitlines())
-    (PROFILES / f"{stage}-summary.txt").write_text(summary)
+    (_directory / f"{stage}-summary.txt").write_text(summary)
 
 
 PROCESS = re.compile(r'process (\d+):"(.*?)";', re.DOTALL)

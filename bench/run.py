@@ -358,7 +358,7 @@ def _spread_text(values: Sequence[float], digits: int, unit: str = "") -> str:
 def render(summaries: list[Summary]) -> str:
     """The table: each figure's median with (min-max), its baseline's, the ratio's, the
     target and whether the median meets it. Pure."""
-    rows = [("figure", "project", "baseline", "ratio", "target", "median")]
+    rows = [("figure", "project", "baseline", "ratio", "target", "met (median)")]
     for s in summaries:
         digits = 2 if s.unit == "s" else 1
         met = s.met
@@ -533,12 +533,21 @@ def main() -> None:
     parser.add_argument("--scale-records", type=int, default=256_000)
     parser.add_argument("--scale-partitions", type=int, nargs="+", default=[8, 64, 512])
     parser.add_argument("--scale-segments", type=int, nargs="+", default=[100, 1_000, 10_000])
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help=f"results file (default: {RESULTS}, or with --profile beside the profiles)",
+    )
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     configure_logging("WARNING")
-    profiles.enable(args.profile)
+    # A profiled run is slowed by its sampler: its figures never go to latest.json.
+    if args.output is None:
+        profiled = "-".join(args.profile)
+        args.output = profiles.PROFILES / f"{profiled}.json" if profiled else RESULTS
+    if args.profile:
+        profiles.enable(args.profile, args.output.parent)
     wanted = args.only or BENCHMARKS
     repeat = args.repeat
     started = time.monotonic()
