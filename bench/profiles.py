@@ -21,7 +21,10 @@ as the wall clock it took.
 
 from __future__ import annotations
 
+import cProfile
+import io
 import os
+import pstats
 import re
 import shutil
 import signal
@@ -35,6 +38,14 @@ from pathlib import Path
 PROFILES = Path(__file__).parent / "results" / "profiles"
 RATE = 100
 """Samples a second of each process."""
+
+STARTUP_SECONDS = 1.0
+"""How long py-spy has to fail (no permission to trace, say) before the stage starts."""
+NO_PTRACE = (
+    "py-spy needs the permission to trace this process (root, kernel.yama.ptrace_scope = 0, "
+    "or CAP_SYS_PTRACE); without it, python -m bench.profile_egress and "
+    "python -m bench.profile_ingress profile in one process with cProfile"
+)
 
 _wanted: set[str] = set()
 _done: set[str] = set()
@@ -74,8 +85,16 @@ def profiled(stage: str) -> Iterator[None]:
     assert program is not None
     command = [program, "record", "--pid", str(os.getpid()), "--subprocesses"]
     command += ["--rate", str(RATE), "--format", "raw", "--output", str(stacks)]
-    log = (_directory / f"{stage}.py-spy.log").open("w")
+    log_path = _directory / f"{stage}.py-spy.log"
+    log = log_path.open("w")
     recorder = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        recorder.wait(STARTUP_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass  # sampling
+    else:
+        log.close()
+        raise RuntimeError(f"py-spy stopped at once: {log_path.read_text().strip()}\n{NO_PTRACE}")
     try:
         yield
     finally:
@@ -89,7 +108,7 @@ def profiled(stage: str) -> Iterator[None]:
             recorder.wait()
         log.close()
     if not stacks.exists():
-        raise RuntimeError(f"py-spy wrote no profile; see {log.name}")
+        raise RuntimeError(f"py-spy wrote no profile; see {log_path}\n{NO_PTRACE}")
     summary = summarise(stacks.read_text().splitlines())
     (_directory / f"{stage}-summary.txt").write_text(summary)
 
@@ -141,3 +160,21 @@ def summarise(lines: Iterable[str], top: int = 15) -> str:
                 out.append(f"  {n / samples:6.1%}  {frame}")
         out.append("")
     return "\n".join(out)
+
+
+def cprofile_report(title: str, stats: pstats.Stats, sort: str, top: int) -> str:
+    """``stats``' ``top`` functions by ``sort`` as text under ``title``."""
+    stream = io.StringIO()
+    stats.stream = stream  # type: ignore[attr-defined]
+    stats.sort_stats(sort).print_stats(top)
+    return f"== {title} ==\n{stream.getvalue()}"
+
+
+def keep_cprofile(name: str, report: str, profile: cProfile.Profile, directory: Path) -> None:
+    """Print ``report`` and keep it, and ``profile``'s raw statistics (for pstats or
+    snakeviz), as ``NAME-cprofile.txt`` and ``NAME.pstats`` in ``directory``."""
+    print(report)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{name}-cprofile.txt").write_text(report)
+    profile.dump_stats(directory / f"{name}.pstats")
+    print(f"kept in {directory / f'{name}-cprofile.txt'} and {name}.pstats")

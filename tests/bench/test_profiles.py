@@ -3,6 +3,16 @@ stacks (``--subprocesses``: each stack starts with its process and that one's an
 
 from __future__ import annotations
 
+import cProfile
+import pstats
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench import profiles
 from bench.profiles import RATE, parse_collapsed, summarise
 
 BENCH = 'process 22:"python -m bench.run"'
@@ -45,3 +55,52 @@ def test_the_summary_gives_each_process_its_own_and_inclusive_shares():
     ]
     assert "   90.0%  run (ingress/worker.py:50)" in lines[ingress + 5 :]
     assert lines.index("== 22 python -m bench.run: 5 samples (0.1 s on a core)") > ingress
+
+
+def spin(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        sum(range(1000))
+
+
+def test_a_stage_not_asked_for_is_not_profiled(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(profiles, "_wanted", set())
+    monkeypatch.setattr(profiles, "_directory", tmp_path)
+    with profiles.profiled("egress"):
+        pass
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(profiles.py_spy() is None, reason="py-spy is not installed")
+def test_a_profiled_stage_samples_this_process_and_its_children_once(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(profiles, "_wanted", set())
+    monkeypatch.setattr(profiles, "_done", set())
+    profiles.enable(["relay"], tmp_path)
+    busy = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 3: pass"
+    child = [sys.executable, "-c", busy]
+    with profiles.profiled("relay"):
+        worker = subprocess.Popen(child)
+        spin(2.0)
+        worker.wait(30)
+    summary = (tmp_path / "relay-summary.txt").read_text()
+    assert "spin (" in summary and "test_profiles.py" in summary
+    assert summary.count("\n== ") == 2, summary  # this process and the child
+    assert (tmp_path / "relay.txt").stat().st_size > 0
+    # Once per stage: a second run of the stage is not profiled again.
+    (tmp_path / "relay.txt").unlink()
+    with profiles.profiled("relay"):
+        pass
+    assert not (tmp_path / "relay.txt").exists()
+
+
+def test_cprofile_reports_are_kept_with_their_raw_statistics(tmp_path: Path, capsys):
+    profile = cProfile.Profile()
+    profile.enable()
+    spin(0.05)
+    profile.disable()
+    report = profiles.cprofile_report("own time", pstats.Stats(profile), "tottime", 5)
+    profiles.keep_cprofile("egress-read", report, profile, tmp_path)
+    kept = (tmp_path / "egress-read-cprofile.txt").read_text()
+    assert kept.startswith("== own time ==") and "spin" in kept
+    assert pstats.Stats(str(tmp_path / "egress-read.pstats")).total_calls > 0
+    assert "own time" in capsys.readouterr().out
