@@ -102,5 +102,5 @@ def test_cprofile_reports_are_kept_with_their_raw_statistics(tmp_path: Path, cap
     profiles.keep_cprofile("egress-read", report, profile, tmp_path)
     kept = (tmp_path / "egress-read-cprofile.txt").read_text()
     assert kept.startswith("== own time ==") and "spin" in kept
-    assert pstats.Stats(str(tmp_path / "egress-read.pstats")).total_calls > 0
+    assert "spin" in str(pstats.Stats(str(tmp_path / "egress-read.pstats")).stats)
     assert "own time" in capsys.readouterr().out
