@@ -137,6 +137,19 @@ def parse_collapsed(lines: Iterable[str]) -> Iterator[tuple[str, list[str], int]
         yield process, [f for f in stack[end:].split(";") if f], int(count)
 
 
+WAITING = frozenset(
+    {"select", "poll", "wait", "readinto", "recv", "recv_into", "accept", "sleep", "acquire"}
+)
+"""Leaf functions that wait rather than work: py-spy leaves idle threads out by their
+state in the kernel, which on a busy machine lets some waits through."""
+
+
+def waiting(frame: str) -> bool:
+    """Whether ``frame`` (``Class.function (file:line)``) is a call that waits. Pure."""
+    function = frame.split(" (", 1)[0].rsplit(".", 1)[-1]
+    return function in WAITING or function.startswith("_wait")
+
+
 def summarise(lines: Iterable[str], top: int = 15) -> str:
     """Per process, its samples and the ``top`` functions by own samples (the leaf frame)
     and by inclusive samples (anywhere in the stack, counted once per stack), as a text
@@ -153,11 +166,16 @@ def summarise(lines: Iterable[str], top: int = 15) -> str:
             inclusive[process][frame] += samples
     out = [f"{sum(total.values()):,} samples at {RATE}/s in {len(total)} processes", ""]
     for process, samples in total.most_common():
-        out.append(f"== {process}: {samples:,} samples ({samples / RATE:,.1f} s on a core)")
+        waits = sum(n for frame, n in own[process].items() if waiting(frame))
+        out.append(
+            f"== {process}: {samples:,} samples ({samples / RATE:,.1f} s on a core), "
+            f"{waits / samples:.0%} of them in calls that wait"
+        )
         for title, counts in (("own", own[process]), ("inclusive", inclusive[process])):
             out.append(f"  -- {title} --")
             for frame, n in counts.most_common(top):
-                out.append(f"  {n / samples:6.1%}  {frame}")
+                mark = "  [waits]" if title == "own" and waiting(frame) else ""
+                out.append(f"  {n / samples:6.1%}  {frame}{mark}")
         out.append("")
     return "\n".join(out)
 

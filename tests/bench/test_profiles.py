@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench import profiles
-from bench.profiles import RATE, parse_collapsed, summarise
+from bench.profiles import RATE, parse_collapsed, summarise, waiting
 
 BENCH = 'process 22:"python -m bench.run"'
 INGRESS = 'process 10:"python -m replicator ingress --config a;b.toml"'
@@ -21,7 +21,7 @@ STACKS = [
     f"{BENCH};{INGRESS};run (ingress/worker.py:50);produce (w.py:9) 60",
     f"{BENCH};{INGRESS};run (ingress/worker.py:50);read (r.py:3) 30",
     f"{BENCH};{INGRESS};main (cli.py:1) 10",
-    f"{BENCH};wait (b.py:1) 5",
+    f"{BENCH};Condition.wait (threading.py:331) 5",
     'process 22:"python -m bench.run";process 31:"python -c import time',
     'time.sleep(1)";<module> (<string>:2) 7',
     "",
@@ -35,7 +35,7 @@ def test_collapsed_stacks_are_the_innermost_process_its_frames_and_samples():
         ["run (ingress/worker.py:50)", "produce (w.py:9)"],
         60,
     )
-    assert parsed[3] == ("22 python -m bench.run", ["wait (b.py:1)"], 5)
+    assert parsed[3] == ("22 python -m bench.run", ["Condition.wait (threading.py:331)"], 5)
     # A command line over two lines (python -c) is joined back.
     assert parsed[4] == ("31 python -c import time time.sleep(1)", ["<module> (<string>:2)"], 7)
     assert len(parsed) == 5
@@ -45,7 +45,8 @@ def test_the_summary_gives_each_process_its_own_and_inclusive_shares():
     lines = summarise(STACKS).splitlines()
     assert lines[0] == f"112 samples at {RATE}/s in 3 processes"
     ingress = lines.index(
-        "== 10 python -m replicator ingress --config a;b.toml: 100 samples (1.0 s on a core)"
+        "== 10 python -m replicator ingress --config a;b.toml: 100 samples (1.0 s on a core), "
+        "0% of them in calls that wait"
     )
     assert lines[ingress + 1 : ingress + 5] == [
         "  -- own --",
@@ -54,7 +55,19 @@ def test_the_summary_gives_each_process_its_own_and_inclusive_shares():
         "   10.0%  main (cli.py:1)",
     ]
     assert "   90.0%  run (ingress/worker.py:50)" in lines[ingress + 5 :]
-    assert lines.index("== 22 python -m bench.run: 5 samples (0.1 s on a core)") > ingress
+    bench = lines.index(
+        "== 22 python -m bench.run: 5 samples (0.1 s on a core), 100% of them in calls that wait"
+    )
+    assert bench > ingress
+    assert lines[bench + 2] == "  100.0%  Condition.wait (threading.py:331)  [waits]"
+
+
+def test_waiting_calls_are_told_from_work():
+    assert waiting("_PollLikeSelector.select (selectors.py:415)")
+    assert waiting("SocketIO.readinto (socket.py:706)")
+    assert waiting("Thread._wait_for_tstate_lock (threading.py:1132)")
+    assert not waiting("with_provenance (replicator/core/kafka/provenance.py:102)")
+    assert not waiting("Producer.produce (w.py:9)")
 
 
 def spin(seconds: float) -> None:
