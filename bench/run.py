@@ -657,7 +657,11 @@ def in_fresh_process(name: str, options: list[str]) -> dict[str, Any]:
         output = Path(scratch) / "run.json"
         command = [sys.executable, "-m", "bench.run", "--only", name, "--repeat", "1"]
         command += ["--no-hog", "--output", str(output), *options]
-        subprocess.run(command, check=True, timeout=3600)
+        # Its table is this run's business: its output is shown only if it fails.
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, timeout=3600)
+        if done.returncode != 0:
+            print(done.stdout)
+            done.check_returncode()
         raw: dict[str, Any] = json.loads(output.read_text())["runs"][0]["raw"][name]
     return raw
 
