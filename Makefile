@@ -10,7 +10,7 @@ CONFIG ?= config.example.toml
 KAFKA_VERSION := $(shell sed -n 's/^KAFKA_VERSION = "\(.*\)"/\1/p' infra/broker.py)
 KAFKA := .kafka/$(KAFKA_VERSION)
 
-.PHONY: setup test unit lint demo chaos bench stack-up stack-down stack-status clean
+.PHONY: setup test unit lint demo chaos bench bench-profile stack-up stack-down stack-status clean
 
 setup: $(VENV)/.installed $(KAFKA)/.fetched
 
@@ -73,9 +73,21 @@ CHAOS_SECONDS ?= 300
 chaos: setup
 	$(BIN)/python -m infra.chaos --seconds $(CHAOS_SECONDS)
 
-# Speed and memory next to the raw clients, measured side by side in one run (~5 min).
+# Speed and memory next to the raw clients, measured side by side: each figure REPEAT
+# times (min / median / max, targets judged on the median), then the latency benchmarks
+# once more under a CPU hog on one core (BENCH_ARGS=--no-hog leaves that pass out).
+REPEAT ?= 3
+BENCH_ARGS ?=
 bench: setup
-	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.run --repeat $(REPEAT) $(BENCH_ARGS)
+
+# Where a stage's time goes: py-spy samples of STAGE's processes during its product phase
+# (one run, no hog) into bench/results/profiles/STAGE.txt (collapsed stacks) and
+# STAGE-summary.txt; the run's figures go beside them, not into latest.json.
+# STAGE = egress | ingress | restore | compaction | relay | relay_latency | latency
+STAGE ?= ingress
+bench-profile: setup
+	$(BIN)/python -m bench.run --only $(STAGE) --profile $(STAGE) --repeat 1 --no-hog $(BENCH_ARGS)
 
 stack-up: setup
 	$(BIN)/replicator stack up --config $(CONFIG)

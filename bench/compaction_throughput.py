@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from bench.aws_requests import count, counting, priced
 from bench.ingress_throughput import workload
 from bench.local_stack import bench_stack
+from bench.profiles import profiled
 from compaction.job import CompactionJob
 from replicator.core.logs import configure_logging
 from replicator.core.segments.key import SegmentKey
@@ -69,7 +70,7 @@ def measure(records: int, partitions: int, segments: int) -> dict[str, Any]:
                     workload(start, per_segment),
                 )
         base_bytes, base_seconds = plain_rewrite(store, partitions)
-        with counting(root / "aws.log") as log:
+        with counting(root / "aws.log") as log, profiled("compaction"):
             # The session the job would start, started here to time it apart: a cron run
             # pays it every time, a long-lived driver once.
             started = time.perf_counter()

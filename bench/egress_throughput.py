@@ -15,6 +15,7 @@ from bench.aws_requests import count, counting, priced
 from bench.baselines import plain_consume
 from bench.local_stack import bench_stack
 from bench.memory import PeakRss, spark_python_process
+from bench.profiles import profiled
 from bench.workload import produce_workload
 from egress.job import EgressJob
 from replicator.core.logs import configure_logging
@@ -38,7 +39,11 @@ def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dic
         produce_workload(bootstrap, "bench", partitions, records)
         base_records, base_bytes, base_seconds = plain_consume(bootstrap, "bench", partitions)
         # Spark's Python processes: the worker daemon and the workers it forks.
-        with PeakRss(spark_python_process) as memory, counting(root / "aws.log") as log:
+        with (
+            PeakRss(spark_python_process) as memory,
+            counting(root / "aws.log") as log,
+            profiled("egress"),
+        ):
             started = time.perf_counter()
             run = EgressJob(config, stop_at_end=True).run()
             egress_seconds = time.perf_counter() - started

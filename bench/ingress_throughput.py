@@ -1,8 +1,9 @@
-"""Ingress throughput next to one plain confluent-kafka producer sending the same records
-from memory, in the same run: with one replay process, and with one per core (the
-default), each into a destination of its own.
+"""Ingress throughput next to its loop (:func:`bench.baselines.plain_replay`: the same
+segments read from the same S3 endpoint with pyarrow and produced with a plain producer,
+one process per core), in the same run: with one replay process, and with one per core
+(the default), each into a destination of its own.
 
-Usage: python -m bench.ingress_throughput [--records N] [--partitions P]
+Usage: python -m bench.ingress_throughput [--records N] [--partitions P] [--repeat N]
 Starts its own local stack on free ports; prints the figures as JSON.
 """
 
@@ -19,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.aws_requests import count, counting, priced
+from bench.baselines import plain_replay
 from bench.local_stack import bench_stack
 from bench.memory import PeakRss
+from bench.profiles import profiled
 from bench.workload import VALUE_BYTES
 from replicator.core.logs import configure_logging
 from replicator.core.segments.format import SCHEMA
@@ -69,95 +70,73 @@ def workload(start: int, count: int) -> pa.RecordBatch:
     )
 
 
-def plain_produce(
-    bootstrap: str, topic: str, partitions: int, batches: list[tuple[int, pa.RecordBatch]]
-) -> tuple[int, float]:
-    """Send the same records from memory with one plain producer: (records, seconds)."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions)])[topic].result(timeout=30)
-    rows = [
-        (
-            p,
-            b.column("key").to_pylist(),
-            b.column("value").to_pylist(),
-            b.column("headers").to_pylist(),
-            b.column("timestamp").cast(pa.int64()).to_pylist(),
-        )
-        for p, b in batches
-    ]
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "queue.buffering.max.messages": 500_000,
-            "enable.idempotence": True,
-        }
-    )
-    count = 0
-    started = time.perf_counter()
-    for partition, keys, values, headers, stamps in rows:
-        for key, value, header, stamp in zip(keys, values, headers, stamps, strict=True):
-            while True:
-                try:
-                    producer.produce(
-                        topic,
-                        key=key,
-                        value=value,
-                        partition=partition,
-                        headers=[(h["key"], h["value"]) for h in header],
-                        timestamp=stamp,
-                    )
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-            count += 1
-    producer.flush(120)
-    return count, time.perf_counter() - started
+def write_segments(store: SegmentStore, topic: str, records: int, partitions: int) -> int:
+    """The workload as level-0 segments of ``SEGMENT_RECORDS`` in ``store``, written by
+    the us-east-1 egress; returns the largest segment's size in bytes."""
+    per_partition = records // partitions
+    largest = 0
+    for partition in range(partitions):
+        for start in range(0, per_partition, SEGMENT_RECORDS):
+            count = min(SEGMENT_RECORDS, per_partition - start)
+            stored = store.write_segment(
+                SegmentKey("us-east-1", topic, partition, 0, start, start + count - 1),
+                workload(start, count),
+            )
+            largest = max(largest, stored.size)
+    return largest
 
 
-def measure(records: int, partitions: int) -> dict[str, Any]:
+def measure(records: int, partitions: int, repeat: int = 1) -> list[dict[str, Any]]:
+    """``repeat`` measurements on one stack (the segments are written once; each run
+    replays them into destination topics, consumer groups and checkpoint topics of its
+    own, as separate processes, so that no run finds another's state)."""
     with bench_stack(CONFIG, "ingress") as (config, root):
         store = SegmentStore.for_region(config, "us-west-1")
-        per_partition = records // partitions
-        batches = []
-        segment_bytes = 0
-        for partition in range(partitions):
-            for start in range(0, per_partition, SEGMENT_RECORDS):
-                count = min(SEGMENT_RECORDS, per_partition - start)
-                batch = workload(start, count)
-                stored = store.write_segment(
-                    SegmentKey("us-east-1", "bench", partition, 0, start, start + count - 1), batch
-                )
-                segment_bytes = max(segment_bytes, stored.size)
-                batches.append((partition, batch))
+        segment_bytes = write_segments(store, "bench", records, partitions)
         store.put_json(
             topic_descriptor_s3_key("data", "us-east-1", "bench"),
             {"partitions": partitions, "configs": {}},
         )
-        bootstrap = config.region("us-west-1").kafka.bootstrap_servers
-        base_records, base_seconds = plain_produce(bootstrap, "bench.baseline", partitions, batches)
-        del batches
-        one = replay(root, 1)
         cores = len(os.sched_getaffinity(0))
-        every_core = replay(root, cores) if cores > 1 else one
-    return {
-        "records": base_records,
-        "baseline_records_per_s": base_records / base_seconds,
-        "ingress_processes": cores,
-        "ingress_records_per_s": base_records / every_core["seconds"],
-        "ingress_seconds": every_core["seconds"],
-        "ratio_records_per_s": base_seconds / every_core["seconds"],
-        "ingress_peak_rss_mib": every_core["peak_rss_mib"],
-        "ingress_parent_rss_mib": every_core["parent_rss_mib"],
-        "ingress_records_per_s_after_join": base_records / every_core["seconds_after_join"],
-        "one_process_records_per_s": base_records / one["seconds"],
-        "one_process_records_per_s_after_join": base_records / one["seconds_after_join"],
-        "one_process_peak_rss_mib": one["peak_rss_mib"],
-        "segment_mib": segment_bytes / 2**20,
-        "aws": priced(every_core["requests"], base_records),
-        "segment_limits": f"{SEGMENT_RECORDS:,} records a segment",
-    }
+        runs = []
+        for run in range(repeat):
+            base_records, _bytes, base_seconds = plain_replay(
+                root / "bench.toml",
+                "us-west-1",
+                ("us-east-1", "bench"),
+                partitions,
+                f"bench.baseline.{run}",
+                cores,
+            )
+            with profiled("ingress"):
+                every_core = replay(root, cores, f"r{run}")
+            one = replay(root, 1, f"r{run}") if cores > 1 else every_core
+            runs.append(
+                {
+                    "records": base_records,
+                    "baseline": f"{cores} processes reading the segments with pyarrow and "
+                    "producing with a plain producer",
+                    "baseline_processes": cores,
+                    "baseline_records_per_s": base_records / base_seconds,
+                    "baseline_seconds": base_seconds,
+                    "ingress_processes": cores,
+                    "ingress_records_per_s": base_records / every_core["seconds"],
+                    "ingress_seconds": every_core["seconds"],
+                    "ratio_records_per_s": base_seconds / every_core["seconds"],
+                    "ingress_peak_rss_mib": every_core["peak_rss_mib"],
+                    "ingress_parent_rss_mib": every_core["parent_rss_mib"],
+                    "ingress_records_per_s_after_join": base_records
+                    / every_core["seconds_after_join"],
+                    "one_process_records_per_s": base_records / one["seconds"],
+                    "one_process_records_per_s_after_join": base_records
+                    / one["seconds_after_join"],
+                    "one_process_peak_rss_mib": one["peak_rss_mib"],
+                    "segment_mib": segment_bytes / 2**20,
+                    "aws": priced(every_core["requests"], base_records),
+                    "segment_limits": f"{SEGMENT_RECORDS:,} records a segment",
+                }
+            )
+    return runs
 
 
 def is_ingress(command: str) -> bool:
@@ -165,28 +144,29 @@ def is_ingress(command: str) -> bool:
     return ("replicator" in command and " ingress " in command) or "spawn_main" in command
 
 
-def replay(root: Path, processes: int) -> dict[str, Any]:
+def replay(root: Path, processes: int, run: str = "") -> dict[str, Any]:
     """Replay every segment with ``processes`` replay processes into a destination topic
-    of its own, as a process of its own (as operators run it, so that the peak RSS of
-    each process is its own)."""
+    of its own (named after ``processes`` and ``run``), as a process of its own (as
+    operators run it, so that the peak RSS of each process is its own)."""
+    name = f"{processes}{run}"
     text = (root / "bench.toml").read_text()
     text = text.replace(
-        'destination_topic = "bench.copy"', f'destination_topic = "bench.copy.{processes}"'
+        'destination_topic = "bench.copy"', f'destination_topic = "bench.copy.{name}"'
     )
     text = text.replace(
         "[ingress]\n",
-        f'[ingress]\nprocesses = {processes}\ngroup_id = "bench-ingress-{processes}"\n'
-        f'checkpoint_topic = "bench.checkpoints.{processes}"\n'
-        f'segment_events_topic = "bench.segmentevents.{processes}"\n',
+        f'[ingress]\nprocesses = {processes}\ngroup_id = "bench-ingress-{name}"\n'
+        f'checkpoint_topic = "bench.checkpoints.{name}"\n'
+        f'segment_events_topic = "bench.segmentevents.{name}"\n',
     )
-    path = root / f"bench-{processes}.toml"
+    path = root / f"bench-{name}.toml"
     path.write_text(text)
     command = [sys.executable, "-m", "replicator", "--log-level", "INFO", "--log-format"]
     command += ["json", "ingress", "--config", str(path), "--stop-at-end"]
-    service_log = root / f"ingress-{processes}.jsonl"
+    service_log = root / f"ingress-{name}.jsonl"
     with (
         PeakRss(is_ingress) as memory,
-        counting(root / f"aws-{processes}.log") as log,
+        counting(root / f"aws-{name}.log") as log,
         service_log.open("w") as stderr,
     ):
         started = time.time()
@@ -225,9 +205,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     configure_logging("WARNING")
-    print(json.dumps(measure(args.records, args.partitions), indent=2))
+    print(json.dumps(measure(args.records, args.partitions, args.repeat), indent=2))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,7 +24,9 @@ from typing import Any, cast
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.cpu_hog import cpu_hog
 from bench.local_stack import bench_stack
+from bench.profiles import profiled
 from bench.workload import KEY_BYTES, VALUE_BYTES
 from infra.drill import STARTED_LINE, DestinationTail, Service
 from infra.drill_report import percentile
@@ -38,7 +42,7 @@ checkpoint_location = "{root}/checkpoint"
 state_dir = "{root}/state"
 trigger_interval = "500ms"
 [egress.topics.bench]
-max_segment_age = "2s"
+max_segment_age = "{segment_age}s"
 
 [ingress]
 region = "us-west-1"
@@ -51,6 +55,11 @@ destination_topic = "bench.copy"
 first_segment_delay = "0s"
 """
 PARTITIONS = 8
+SEGMENT_AGE_SECONDS = 2
+"""``max_segment_age`` of the measured topic: the end-to-end target is this plus 1 s."""
+HOG_MARGIN_SECONDS = 300.0
+"""How long a CPU hog may spin beyond the steady load (warm-up and draining included),
+should nothing stop it before."""
 
 
 def _produce(producer: Producer, count: int, start: int, value: bytes) -> None:
@@ -249,8 +258,23 @@ def lag_figures(lags: list[float], rate: int, seconds: float) -> dict[str, float
     }
 
 
-def measure(rate: int, seconds: float) -> dict[str, Any]:
-    with bench_stack(CONFIG, "latency") as (config, root):
+@contextmanager
+def loaded(hog: bool, seconds: float) -> Iterator[dict[str, Any]]:
+    """With ``hog``, a CPU hog spinning on one core while the block runs, bounded to
+    ``seconds`` and a margin; yields what to report of it (nothing without)."""
+    if not hog:
+        yield {}
+        return
+    with cpu_hog(seconds + HOG_MARGIN_SECONDS) as running:
+        yield {"cpu_hog": {"cpu": running.cpu, "pinned": running.cpu is not None}}
+
+
+def measure(rate: int, seconds: float, hog: bool = False) -> dict[str, Any]:
+    """End-to-end latency at ``rate`` records/s for ``seconds``; with ``hog``, while a
+    CPU hog spins on one core from before the load starts to after its last record is
+    read."""
+    sections = CONFIG.replace("{segment_age}", str(SEGMENT_AGE_SECONDS))
+    with bench_stack(sections, "latency") as (config, root):
         path = str(root / "bench.toml")
         east = config.region("us-east-1").kafka.bootstrap_servers
         west = config.region("us-west-1").kafka.bootstrap_servers
@@ -266,7 +290,8 @@ def measure(rate: int, seconds: float) -> dict[str, Any]:
         readable.start()
         try:
             egress.wait_for_log(STARTED_LINE, timeout=180.0)
-            steady_load(east, tail, rate, seconds)
+            with loaded(hog, seconds) as hogged, profiled("latency"):
+                steady_load(east, tail, rate, seconds)
         finally:
             tail.close()
             readable.close()
@@ -281,7 +306,8 @@ def measure(rate: int, seconds: float) -> dict[str, Any]:
         for stage, times in stages.items()
     }
     figures["segments_timed"] = len(stages["replay"])
-    return figures
+    figures["max_segment_age_seconds"] = SEGMENT_AGE_SECONDS
+    return figures | hogged
 
 
 def main() -> None:

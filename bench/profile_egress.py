@@ -4,7 +4,10 @@ upload), each timed and profiled in this process, next to one raw consumer readi
 same partition. What the Spark run adds on top (the Arrow hop Python → JVM → Python,
 task scheduling) is the inside-batch time minus these.
 
-Usage: python -m bench.profile_egress [--records N] [--top K]
+Usage: python -m bench.profile_egress [--records N] [--top K] [--output DIR]
+Keeps each profile's report and raw statistics in ``bench/results/profiles/``
+(``egress-read-cprofile.txt``, ``egress-read.pstats``, and ``egress-write-…``);
+``make bench-profile STAGE=egress`` samples the Spark run itself with py-spy.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import argparse
 import cProfile
 import pstats
 import time
+from pathlib import Path
 
 import pyarrow as pa
 
 from bench.baselines import plain_consume
 from bench.egress_throughput import CONFIG
 from bench.local_stack import bench_stack
+from bench.profiles import PROFILES, cprofile_report, keep_cprofile
 from bench.workload import produce_workload
 from egress.kafka_source import read_range
 from egress.planning import OffsetRange
@@ -30,6 +35,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--top", type=int, default=20)
+    parser.add_argument("--output", type=Path, default=PROFILES, help="directory of the reports")
     args = parser.parse_args()
     configure_logging("WARNING")
     with bench_stack(CONFIG.replace("{segment_bytes}", "256MiB"), "profile-egress") as (config, _):
@@ -52,15 +58,19 @@ def main() -> None:
         writing.disable()
         write_seconds = time.perf_counter() - started
     segments = sum(len(r.segments) for r in written)
-    print(f"{records:,} records of one partition")
-    print(f"  raw consumer                    {records / raw_seconds:>10,.0f} rec/s")
-    print(f"  data source read (consume+Arrow) {records / read_seconds:>10,.0f} rec/s")
-    print(f"  sink write ({segments} segments)       {records / write_seconds:>10,.0f} rec/s")
     both = read_seconds + write_seconds
-    print(f"  read then write, one process    {records / both:>10,.0f} rec/s")
+    summary = (
+        f"{records:,} records of one partition\n"
+        f"  raw consumer                    {records / raw_seconds:>10,.0f} rec/s\n"
+        f"  data source read (consume+Arrow) {records / read_seconds:>10,.0f} rec/s\n"
+        f"  sink write ({segments} segments)       {records / write_seconds:>10,.0f} rec/s\n"
+        f"  read then write, one process    {records / both:>10,.0f} rec/s\n"
+    )
     for title, profile in (("read", reading), ("write", writing)):
-        print(f"\n== {title}: own time ==")
-        pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
+        report = summary + cprofile_report(
+            f"{title}: own time", pstats.Stats(profile), "tottime", args.top
+        )
+        keep_cprofile(f"egress-{title}", report, profile, args.output)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
 """Where ingress spends its time: cProfile of one partition worker replaying segments.
 
-Usage: python -m bench.profile_ingress [--records N] [--top K]
+Usage: python -m bench.profile_ingress [--records N] [--top K] [--output DIR]
 Builds the ingress benchmark's segments for one partition on a local stack, replays them
 with ``replicator ingress --stop-at-end`` logic in this process, profiling the worker
 thread (cProfile sees one thread; one partition keeps the picture whole), and prints the
-functions with the most cumulative and own time.
+functions with the most cumulative and own time, keeping the report and the raw
+statistics in ``bench/results/profiles/`` (``ingress-worker-cprofile.txt``,
+``ingress-worker.pstats``). ``make bench-profile STAGE=ingress`` samples every process
+of the real benchmark with py-spy instead.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ import argparse
 import cProfile
 import pstats
 import time
+from pathlib import Path
 
 from bench.ingress_throughput import CONFIG, SEGMENT_RECORDS, workload
 from bench.local_stack import bench_stack
+from bench.profiles import PROFILES, cprofile_report, keep_cprofile
 from ingress.service import IngressService
 from ingress.worker import PartitionWorker
 from replicator.core.logs import configure_logging
@@ -38,6 +43,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=500_000)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--output", type=Path, default=PROFILES, help="directory of the report")
     args = parser.parse_args()
     configure_logging("WARNING")
     with bench_stack(CONFIG, "profile-ingress") as (config, _root):
@@ -57,10 +63,11 @@ def main() -> None:
         started = time.perf_counter()
         code = IngressService(config, stop_at_end=True, handle_signals=False).run()
         seconds = time.perf_counter() - started
-    print(f"replayed {args.records:,} records in {seconds:.1f}s (exit {code})")
+    report = f"replayed {args.records:,} records in {seconds:.1f}s (exit {code})\n"
     stats = pstats.Stats(PROFILE)
-    stats.sort_stats("cumulative").print_stats(args.top)
-    stats.sort_stats("tottime").print_stats(args.top)
+    report += cprofile_report("cumulative", stats, "cumulative", args.top)
+    report += cprofile_report("own time", stats, "tottime", args.top)
+    keep_cprofile("ingress-worker", report, PROFILE, args.output)
 
 
 if __name__ == "__main__":

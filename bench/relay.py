@@ -22,8 +22,9 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.latency import PARTITIONS as LATENCY_PARTITIONS
-from bench.latency import lag_figures, steady_load
+from bench.latency import lag_figures, loaded, steady_load
 from bench.local_stack import bench_stack
+from bench.profiles import profiled
 from bench.workload import produce_workload
 from infra.drill import DestinationTail, Service
 from relay.service import RelayService
@@ -117,7 +118,8 @@ def measure_throughput(records: int, partitions: int) -> dict[str, float]:
         base_records, base_seconds = plain_relay(east, west, partitions)
         service = _TimedRelay(config, stop_at_end=True, handle_signals=False)
         started = time.perf_counter()
-        code = service.run()
+        with profiled("relay"):
+            code = service.run()
         seconds = time.perf_counter() - started
         assert code == 0, "the relay run failed"
         working = seconds - ((service.first_worker or started) - started)
@@ -137,7 +139,10 @@ def measure_throughput(records: int, partitions: int) -> dict[str, float]:
     }
 
 
-def measure_latency(rate: int, seconds: float) -> dict[str, float]:
+def measure_latency(rate: int, seconds: float, hog: bool = False) -> dict[str, Any]:
+    """The relay's latency at ``rate`` records/s for ``seconds``; with ``hog``, while a
+    CPU hog spins on one core (:mod:`bench.cpu_hog`), from before the load starts to
+    after its last record is read."""
     with bench_stack(CONFIG, "relay-latency") as (config, root):
         path = str(root / "bench.toml")
         east = config.region("us-east-1").kafka.bootstrap_servers
@@ -150,11 +155,12 @@ def measure_latency(rate: int, seconds: float) -> dict[str, float]:
         tail = DestinationTail(west, {"bench": "bench.copy"}, LATENCY_PARTITIONS)
         try:
             relay.wait_for_log(STARTED, timeout=120.0)
-            steady_load(east, tail, rate, seconds)
+            with loaded(hog, seconds) as hogged, profiled("relay_latency"):
+                steady_load(east, tail, rate, seconds)
         finally:
             tail.close()
             relay.stop()
-    return lag_figures(tail.lags["bench"], rate, seconds)
+    return lag_figures(tail.lags["bench"], rate, seconds) | hogged
 
 
 def main() -> None:

@@ -1,7 +1,8 @@
-"""Restore throughput next to one plain confluent-kafka producer sending the same records
-from memory, in the same run.
+"""Restore throughput next to its loop (:func:`bench.baselines.plain_replay`: the same
+segments read from the same S3 endpoint with pyarrow and produced with a plain producer,
+one process per core as restore's ``local[cores]``), in the same run.
 
-Usage: python -m bench.restore_throughput [--records N] [--partitions P]
+Usage: python -m bench.restore_throughput [--records N] [--partitions P] [--repeat N]
 Starts its own local stack on free ports, writes the archive into the us-west-1 bucket,
 restores it with ``replicator restore`` (Spark, local[cores]) and prints the figures as
 JSON: whole-process time (Spark start-up included) and the time the tasks took (from
@@ -16,70 +17,89 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Any
 
-from bench.ingress_throughput import SEGMENT_RECORDS, plain_produce, workload
+from bench.baselines import plain_replay
+from bench.ingress_throughput import write_segments
 from bench.local_stack import bench_stack
+from bench.profiles import profiled
 from replicator.core.logs import configure_logging
 from replicator.core.segments.descriptor import describe
-from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
+from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 
 TOPIC = "bench"
 
 
-def measure(records: int, partitions: int) -> dict[str, float]:
+def measure(records: int, partitions: int, repeat: int = 1) -> list[dict[str, Any]]:
+    """``repeat`` measurements on one stack: the archive is written once and each run
+    restores it into a topic of its own (restore is a process of its own each time, its
+    Spark started anew)."""
     with bench_stack("", "restore") as (config, root):
         store = SegmentStore.for_region(config, "us-west-1")
-        per_partition = records // partitions
-        batches = []
-        payload = 0
-        for partition in range(partitions):
-            for start in range(0, per_partition, SEGMENT_RECORDS):
-                count = min(SEGMENT_RECORDS, per_partition - start)
-                batch = workload(start, count)
-                store.write_segment(
-                    SegmentKey("us-east-1", TOPIC, partition, 0, start, start + count - 1), batch
-                )
-                payload += sum(batch.column(c).nbytes for c in ("key", "value"))
-                batches.append((partition, batch))
+        write_segments(store, TOPIC, records, partitions)
         store.put_json(
             topic_descriptor_s3_key("data", "us-east-1", TOPIC),
             describe(TOPIC, partitions, {}, "us-east-1", {p: 0 for p in range(partitions)}),
         )
-        bootstrap = config.region("us-west-1").kafka.bootstrap_servers
-        base_records, base_seconds = plain_produce(bootstrap, "bench.baseline", partitions, batches)
-        del batches
-        command = [sys.executable, "-m", "replicator", "--log-level", "WARNING", "restore"]
-        command += ["--config", str(root / "bench.toml"), "--topic", TOPIC]
-        command += ["--from-region", "us-east-1", "--into-region", "us-west-1"]
-        command += ["--into-topic", "bench.restored", "--json"]
-        command += ["--master", f"local[{os.cpu_count() or 2}]"]
-        started = time.perf_counter()
-        result = subprocess.run(command, check=True, timeout=1800, capture_output=True, text=True)
-        whole = time.perf_counter() - started
-    report = json.loads(result.stdout[result.stdout.index('{\n  "seconds"') :])
-    restored = sum(p["records"] for p in report["partitions"])
-    assert restored == base_records, f"restored {restored} of {base_records} records"
-    inside = report["tasks_seconds"]
-    return {
-        "records": base_records,
-        "baseline_records_per_s": base_records / base_seconds,
-        "baseline_mb_per_s": payload / base_seconds / 1e6,
-        "restore_records_per_s": base_records / whole,
-        "restore_mb_per_s": payload / whole / 1e6,
-        "restore_records_per_s_in_tasks": base_records / inside,
-        "restore_seconds": whole,
-        "restore_seconds_in_tasks": inside,
-    }
+        cores = os.cpu_count() or 2
+        runs = []
+        for run in range(repeat):
+            base_records, payload, base_seconds = plain_replay(
+                root / "bench.toml",
+                "us-west-1",
+                ("us-east-1", TOPIC),
+                partitions,
+                f"bench.baseline.{run}",
+                cores,
+            )
+            with profiled("restore"):
+                whole, report = restore(root / "bench.toml", f"bench.restored.{run}", cores)
+            restored = sum(p["records"] for p in report["partitions"])
+            assert restored == base_records, f"restored {restored} of {base_records} records"
+            inside = report["tasks_seconds"]
+            runs.append(
+                {
+                    "records": base_records,
+                    "baseline": f"{cores} processes reading the segments with pyarrow and "
+                    "producing with a plain producer",
+                    "baseline_processes": cores,
+                    "baseline_records_per_s": base_records / base_seconds,
+                    "baseline_mb_per_s": payload / base_seconds / 1e6,
+                    "baseline_seconds": base_seconds,
+                    "restore_records_per_s": base_records / whole,
+                    "restore_mb_per_s": payload / whole / 1e6,
+                    "restore_records_per_s_in_tasks": base_records / inside,
+                    "restore_seconds": whole,
+                    "restore_seconds_in_tasks": inside,
+                }
+            )
+    return runs
+
+
+def restore(config: Path, into_topic: str, cores: int) -> tuple[float, dict[str, Any]]:
+    """``replicator restore`` of topic ``bench`` into ``into_topic`` on ``local[cores]``:
+    (whole-process seconds, its JSON report)."""
+    command = [sys.executable, "-m", "replicator", "--log-level", "WARNING", "restore"]
+    command += ["--config", str(config), "--topic", TOPIC]
+    command += ["--from-region", "us-east-1", "--into-region", "us-west-1"]
+    command += ["--into-topic", into_topic, "--json", "--master", f"local[{cores}]"]
+    started = time.perf_counter()
+    result = subprocess.run(command, check=True, timeout=1800, capture_output=True, text=True)
+    whole = time.perf_counter() - started
+    report: dict[str, Any] = json.loads(result.stdout[result.stdout.index('{\n  "seconds"') :])
+    return whole, report
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     configure_logging("WARNING")
-    print(json.dumps(measure(args.records, args.partitions), indent=2))
+    print(json.dumps(measure(args.records, args.partitions, args.repeat), indent=2))
 
 
 if __name__ == "__main__":

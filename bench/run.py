@@ -1,14 +1,31 @@
-"""``make bench``: every figure next to its baseline, measured in the same run.
+"""``make bench``: every figure next to its baseline, measured in the same run, each
+figure measured ``--repeat`` times (3 by default) and judged on its median.
 
 Runs the egress, ingress and compaction throughput benchmarks on the fixed workload
-(8 partitions, 2,000,000 records, 16-byte keys, 200-byte values, one header), the
-end-to-end latency benchmark, the relay's throughput (half the workload) and latency, and
-the scale benchmark (:mod:`bench.scale`) and an S3 upload with a round trip added to each
-request (:mod:`bench.upload`), samples peak memory while they run, counts the
-AWS requests of each stage; prints the tables and
-writes ``bench/results/latest.json``. Each benchmark starts its own local stack.
+(8 partitions, 2,000,000 records, 16-byte keys, 200-byte values, one header), restore's,
+the end-to-end latency benchmark, the relay's throughput (half the workload) and latency,
+and the scale benchmark (:mod:`bench.scale`) and an S3 upload with a round trip added to
+each request (:mod:`bench.upload`), samples peak memory while they run, counts the AWS
+requests of each stage; prints the tables and writes ``bench/results/latest.json``.
 
-Usage: python -m bench.run [--records N] [--latency-seconds S] [--only NAME ...]
+Repeats. Ingress and restore repeat their measurement on one stack: the segments are
+written once, and each run (the baseline loop, then the product as a process of its own)
+writes into topics, groups and checkpoints of its own, so that no run finds another's
+state. Every other benchmark starts a stack of its own for each run: compaction consumes
+its input (it merges its segments away), egress's checkpoint and segments would make a
+second run start where the first ended, and the latency benchmarks' services would carry
+one run's backlog into the next. Egress and compaction run Spark in the benchmark's
+process, so each of their runs after the first is a process of its own
+(:func:`in_fresh_process`): a second Spark session in a process that had one starts in a
+fraction of a second. Scale and upload run once: no target is judged on them.
+
+Under load. After the normal pass, the latency benchmarks (end to end, and the relay's)
+run once more, as many times, with a CPU hog spinning on one core (:mod:`bench.cpu_hog`)
+from before their load starts to after its last record is read; ``--no-hog`` leaves that
+pass out, ``--cpu-hog`` runs only it.
+
+Usage: python -m bench.run [--records N] [--repeat N] [--only NAME ...] [--no-hog |
+--cpu-hog] [--profile STAGE ...] [--output PATH]
 """
 
 from __future__ import annotations
@@ -17,6 +34,10 @@ import argparse
 import json
 import os
 import platform
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -29,6 +50,7 @@ from bench import (
     egress_throughput,
     ingress_throughput,
     latency,
+    profiles,
     relay,
     restore_throughput,
     scale,
@@ -41,13 +63,19 @@ RESULTS = Path(__file__).parent / "results" / "latest.json"
 
 @dataclass
 class Figure:
+    """One figure of one run, with what it is judged against."""
+
     name: str
     unit: str
     project: float
     baseline: float | None
-    """The raw client's figure in the same run; None where the target is absolute."""
+    """The baseline's figure in the same run; None where the target is absolute."""
     target: str
     met: bool
+    least_ratio: float | None = None
+    """The target as the least ratio to the baseline (None: not a ratio target)."""
+    most: float | None = None
+    """The target as the most the figure may be (None: not a limit)."""
 
     @property
     def ratio(self) -> float | None:
@@ -57,11 +85,16 @@ class Figure:
 
 
 def _ratio_figure(name: str, unit: str, project: float, baseline: float, least: float) -> Figure:
-    return Figure(name, unit, project, baseline, f"ratio >= {least}", project >= least * baseline)
+    met = project >= least * baseline
+    return Figure(name, unit, project, baseline, f"ratio >= {least}", met, least_ratio=least)
 
 
 def _limit_figure(name: str, unit: str, value: float, most: float) -> Figure:
-    return Figure(name, unit, value, None, f"<= {most:g} {unit}", value <= most)
+    return Figure(name, unit, value, None, f"<= {most:g} {unit}", value <= most, most=most)
+
+
+def _informative(name: str, unit: str, project: float, baseline: float | None = None) -> Figure:
+    return Figure(name, unit, project, baseline, "-", True)
 
 
 LATENCY_STAGES = {
@@ -72,8 +105,12 @@ LATENCY_STAGES = {
 }
 
 
+HOG = ", CPU hog on one core"
+"""The suffix of the figures of the pass under a CPU hog (:mod:`bench.cpu_hog`)."""
+
+
 def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
-    """The issue's figures from the benchmarks' raw measurements. Pure."""
+    """The issue's figures from one run's raw measurements, each with its target. Pure."""
     found: list[Figure] = []
     if "egress" in raw:
         e = raw["egress"]
@@ -83,14 +120,14 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                 "rec/s",
                 e["egress_records_per_s"],
                 e["baseline_records_per_s"],
-                1.0,
+                0.8,
             ),
             _ratio_figure(
                 "egress MB/s (whole run)",
                 "MB/s",
                 e["egress_mb_per_s"],
                 e["baseline_mb_per_s"],
-                1.0,
+                0.8,
             ),
             _ratio_figure(
                 "egress records/s (inside batches)",
@@ -105,36 +142,27 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
         ]
     if "ingress" in raw:
         i = raw["ingress"]
+        base = i["baseline_records_per_s"]
         found += [
-            _ratio_figure(
-                "ingress records/s",
-                "rec/s",
-                i["ingress_records_per_s"],
-                i["baseline_records_per_s"],
-                0.8,
-            ),
+            _ratio_figure("ingress records/s", "rec/s", i["ingress_records_per_s"], base, 0.8),
             _ratio_figure(
                 "ingress records/s (after the group join)",
                 "rec/s",
                 i["ingress_records_per_s_after_join"],
-                i["baseline_records_per_s"],
+                base,
                 0.8,
             ),
-            Figure(
+            _informative(
                 "ingress records/s, one replay process",
                 "rec/s",
                 i["one_process_records_per_s"],
-                i["baseline_records_per_s"],
-                "-",
-                True,
+                base,
             ),
-            Figure(
+            _informative(
                 "ingress records/s, one replay process (after the group join)",
                 "rec/s",
                 i["one_process_records_per_s_after_join"],
-                i["baseline_records_per_s"],
-                "-",
-                True,
+                base,
             ),
             _limit_figure(
                 "ingress largest process peak RSS", "MiB", i["ingress_peak_rss_mib"], 512
@@ -153,20 +181,18 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                 c["baseline_mb_per_s"],
                 0.8,
             ),
-            _ratio_figure(
+            _informative(
                 "compaction MB/s (after Spark start)",
                 "MB/s",
                 c["compaction_mb_per_s_after_spark_start"],
                 c["baseline_mb_per_s"],
-                0.8,
             ),
-            Figure("compaction Spark start", "s", c["spark_start_seconds"], None, "-", True),
-            _ratio_figure(
+            _informative("compaction Spark start", "s", c["spark_start_seconds"]),
+            _informative(
                 "compaction MB/s (inside merges)",
                 "MB/s",
                 c["compaction_mb_per_s_in_merges"],
                 c["baseline_mb_per_s"],
-                0.8,
             ),
         ]
     if "relay" in raw:
@@ -190,94 +216,168 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
     if "restore" in raw:
         r = raw["restore"]
         found += [
-            _ratio_figure(
+            _informative(
                 "restore records/s (whole run)",
                 "rec/s",
                 r["restore_records_per_s"],
                 r["baseline_records_per_s"],
-                1.0,
             ),
-            _ratio_figure(
-                "restore MB/s (whole run)",
-                "MB/s",
-                r["restore_mb_per_s"],
-                r["baseline_mb_per_s"],
-                1.0,
+            _informative(
+                "restore MB/s (whole run)", "MB/s", r["restore_mb_per_s"], r["baseline_mb_per_s"]
             ),
             _ratio_figure(
                 "restore records/s (inside the tasks)",
                 "rec/s",
                 r["restore_records_per_s_in_tasks"],
                 r["baseline_records_per_s"],
-                1.0,
+                0.8,
             ),
         ]
-    if "relay_latency" in raw:
-        lat = raw["relay_latency"]
-        found += [
-            Figure("relay latency p50", "s", lat["p50_seconds"], None, "-", True),
-            _limit_figure("relay latency p99", "s", lat["p99_seconds"], 0.5),
-        ]
-    if "latency" in raw:
-        lat = raw["latency"]
-        found += [
-            Figure("end-to-end latency p50", "s", lat["p50_seconds"], None, "-", True),
-            _limit_figure("end-to-end latency p99", "s", lat["p99_seconds"], 3),
-        ]
-        stages = lat.get("after_close", {})
-        if "total" in stages:
-            found.append(
-                _limit_figure(
-                    "latency after a segment closes p99",
-                    "s",
-                    stages["total"]["p99_seconds"],
-                    1,
-                )
-            )
-        if "product" in stages:
-            found.append(
-                _limit_figure(
-                    "  the product's stages (all but the copy between buckets) p99",
-                    "s",
-                    stages["product"]["p99_seconds"],
-                    1,
-                )
-            )
-        for stage, label in LATENCY_STAGES.items():
-            if stage in stages:
-                p99 = stages[stage]["p99_seconds"]
-                found.append(Figure(f"  {label} p99", "s", p99, None, "-", True))
+    for key, suffix in (("relay_latency", ""), ("relay_latency_hog", HOG)):
+        if key in raw:
+            found += _relay_latency_figures(raw[key], suffix)
+    for key, suffix in (("latency", ""), ("latency_hog", HOG)):
+        if key in raw:
+            found += _latency_figures(raw[key], suffix)
     if "upload" in raw:
         u = raw["upload"]
         found.append(
-            Figure(
+            _informative(
                 f"S3 upload of {u['object_mib']} MiB, {u['added_seconds_per_request']} s added "
                 f"per request, {u['parts_in_flight']} parts in flight (baseline: one at a time)",
                 "MB/s",
                 u["mb_per_s_parts_in_flight"],
                 u["mb_per_s_one_part_at_a_time"],
-                "-",
-                True,
             )
         )
     return found
 
 
-def render(found: list[Figure]) -> str:
-    rows = [("figure", "project", "baseline", "ratio", "target", "met")]
-    for f in found:
-        rows.append(
-            (
-                f.name,
-                f"{f.project:,.1f} {f.unit}",
-                "-" if f.baseline is None else f"{f.baseline:,.1f} {f.unit}",
-                "-" if f.ratio is None else f"{f.ratio:.2f}",
-                f.target,
-                "yes" if f.met else "NO",
+def _relay_latency_figures(lat: dict[str, Any], suffix: str) -> list[Figure]:
+    rate = f" at {lat.get('rate_records_per_s', 2_000):,} rec/s"
+    return [
+        _informative(f"relay latency p50{rate}{suffix}", "s", lat["p50_seconds"]),
+        _limit_figure(f"relay latency p99{rate}{suffix}", "s", lat["p99_seconds"], 0.5),
+    ]
+
+
+def _latency_figures(lat: dict[str, Any], suffix: str) -> list[Figure]:
+    """End to end: its p99 is judged against the segment age plus 1 s; after a segment
+    closes, the product's stages against 1 s."""
+    age = lat.get("max_segment_age_seconds", 2)
+    found = [
+        _informative(f"end-to-end latency p50{suffix}", "s", lat["p50_seconds"]),
+        _limit_figure(f"end-to-end latency p99{suffix}", "s", lat["p99_seconds"], age + 1),
+    ]
+    stages = lat.get("after_close", {})
+    if "total" in stages:
+        found.append(
+            _informative(
+                f"latency after a segment closes p99{suffix}", "s", stages["total"]["p99_seconds"]
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+    if "product" in stages:
+        found.append(
+            _limit_figure(
+                f"  the product's stages (all but the copy between buckets) p99{suffix}",
+                "s",
+                stages["product"]["p99_seconds"],
+                1,
+            )
+        )
+    for stage, label in LATENCY_STAGES.items():
+        if stage in stages:
+            found.append(_informative(f"  {label} p99{suffix}", "s", stages[stage]["p99_seconds"]))
+    return found
+
+
+@dataclass
+class Summary:
+    """One figure over every run that measured it: each run's values, and the target
+    judged on the median (of the figure, or of the same-run ratios for a ratio target)."""
+
+    name: str
+    unit: str
+    target: str
+    projects: list[float]
+    baselines: list[float]
+    """Empty where the figure has no baseline."""
+    ratios: list[float]
+    """Each run's ratio to its own run's baseline (not the ratio of the medians)."""
+    least_ratio: float | None = None
+    most: float | None = None
+
+    @property
+    def met(self) -> bool | None:
+        """The target judged on the median; None where the figure has no target."""
+        return judge(self)
+
+
+def spread(values: Sequence[float]) -> tuple[float, float, float]:
+    """(min, median, max) of ``values``: the median of an even count is the mean of the
+    middle two. Pure."""
+    if not values:
+        raise ValueError("no values to summarise")
+    return min(values), statistics.median(values), max(values)
+
+
+def judge(summary: Summary) -> bool | None:
+    """Whether the median meets the target: the median ratio at least ``least_ratio``, or
+    the median figure at most ``most``; None where there is no target. Pure."""
+    if summary.least_ratio is not None:
+        return bool(summary.ratios) and spread(summary.ratios)[1] >= summary.least_ratio
+    if summary.most is not None:
+        return spread(summary.projects)[1] <= summary.most
+    return None
+
+
+def aggregate(runs: Sequence[Sequence[Figure]]) -> list[Summary]:
+    """Each figure's values across ``runs`` (one list of figures per run), in the order
+    figures first appear; a figure missing from a run (measured once only) has fewer
+    values. Pure."""
+    summaries: dict[str, Summary] = {}
+    for figures in runs:
+        for f in figures:
+            summary = summaries.setdefault(
+                f.name, Summary(f.name, f.unit, f.target, [], [], [], f.least_ratio, f.most)
+            )
+            summary.projects.append(f.project)
+            if f.baseline is not None:
+                summary.baselines.append(f.baseline)
+            if f.ratio is not None:
+                summary.ratios.append(f.ratio)
+    return list(summaries.values())
+
+
+def _spread_text(values: Sequence[float], digits: int, unit: str = "") -> str:
+    """``median (min-max)``, or the value alone for one run. Pure."""
+    if not values:
+        return "-"
+    low, middle, high = spread(values)
+    text = f"{middle:,.{digits}f}"
+    if len(values) > 1:
+        text += f" ({low:,.{digits}f}-{high:,.{digits}f})"
+    return f"{text} {unit}".rstrip()
+
+
+def render(summaries: list[Summary]) -> str:
+    """The table: each figure's median with (min-max), its baseline's, the ratio's, the
+    target and whether the median meets it. Pure."""
+    rows = [("figure", "project", "baseline", "ratio", "target", "met (median)")]
+    for s in summaries:
+        digits = 2 if s.unit == "s" else 1
+        met = s.met
+        rows.append(
+            (
+                s.name,
+                _spread_text(s.projects, digits, s.unit),
+                _spread_text(s.baselines, digits, s.unit),
+                _spread_text(s.ratios, 2),
+                s.target,
+                "-" if met is None else "met" if met else "NOT MET",
+            )
+        )
+    return _table(rows)
 
 
 def _table(rows: Sequence[tuple[str, ...]]) -> str:
@@ -372,72 +472,144 @@ def cost_table(raw: dict[str, dict[str, Any]]) -> str:
     return "AWS requests per million records (USD at us-east-1 list prices)\n" + _table(rows)
 
 
+BENCHMARKS = [
+    "egress",
+    "ingress",
+    "compaction",
+    "restore",
+    "latency",
+    "relay",
+    "relay_latency",
+    "scale",
+    "upload",
+]
+ONCE = {"scale", "upload"}
+"""Measured once whatever ``--repeat`` says: no target is judged on them."""
+LATENCY = ("latency", "relay_latency")
+"""The benchmarks the CPU hog's pass repeats."""
+
+
+def plan(wanted: Sequence[str], hog: str) -> list[tuple[str, bool]]:
+    """(benchmark, under the hog) in the order they run: the normal pass, then the hog's
+    pass of the latency benchmarks (``hog`` is ``both``, ``only`` — the latency
+    benchmarks under the hog alone — or ``off``). Pure."""
+    normal = [(name, False) for name in wanted if not (hog == "only" and name in LATENCY)]
+    loaded = [(name, True) for name in wanted if name in LATENCY and hog != "off"]
+    return normal + loaded
+
+
+def result_key(name: str, hogged: bool) -> str:
+    return f"{name}_hog" if hogged else name
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--latency-seconds", type=float, default=60.0)
     parser.add_argument("--latency-rate", type=int, default=2_000)
+    parser.add_argument("--only", nargs="+", choices=BENCHMARKS)
     parser.add_argument(
-        "--only",
+        "--repeat", type=int, default=3, help="runs of each figure (the median is judged)"
+    )
+    hog = parser.add_mutually_exclusive_group()
+    hog.add_argument(
+        "--cpu-hog",
+        dest="hog",
+        action="store_const",
+        const="only",
+        default="both",
+        help="run the latency benchmarks only under a CPU hog on one core",
+    )
+    hog.add_argument(
+        "--no-hog",
+        dest="hog",
+        action="store_const",
+        const="off",
+        help="no second pass of the latency benchmarks under a CPU hog",
+    )
+    parser.add_argument(
+        "--profile",
         nargs="+",
-        choices=[
-            "egress",
-            "ingress",
-            "compaction",
-            "restore",
-            "latency",
-            "relay",
-            "relay_latency",
-            "scale",
-            "upload",
-        ],
+        default=[],
+        choices=[b for b in BENCHMARKS if b not in ONCE],
+        help="py-spy profiles of these stages' product phase into bench/results/profiles/",
     )
     parser.add_argument("--scale-records", type=int, default=256_000)
     parser.add_argument("--scale-partitions", type=int, nargs="+", default=[8, 64, 512])
     parser.add_argument("--scale-segments", type=int, nargs="+", default=[100, 1_000, 10_000])
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--output",
+        type=Path,
+        help=f"results file (default: {RESULTS}, or with --profile beside the profiles)",
+    )
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     configure_logging("WARNING")
-    wanted = args.only or [
-        "egress",
-        "ingress",
-        "compaction",
-        "restore",
-        "latency",
-        "relay",
-        "relay_latency",
-        "scale",
-        "upload",
-    ]
-    raw: dict[str, dict[str, Any]] = {}
+    # A profiled run is slowed by its sampler: its figures never go to latest.json.
+    if args.output is None:
+        profiled = "-".join(args.profile)
+        args.output = profiles.PROFILES / f"{profiled}.json" if profiled else RESULTS
+    if args.profile:
+        profiles.enable(args.profile, args.output.parent)
+    wanted = args.only or BENCHMARKS
+    repeat = args.repeat
     started = time.monotonic()
-    steps: dict[str, Callable[[], dict[str, Any]]] = {
-        "egress": lambda: egress_throughput.measure(args.records, args.partitions),
-        "ingress": lambda: ingress_throughput.measure(args.records, args.partitions),
-        "compaction": lambda: compaction_throughput.measure(args.records, args.partitions, 10),
-        "restore": lambda: restore_throughput.measure(args.records, args.partitions),
-        "latency": lambda: latency.measure(args.latency_rate, args.latency_seconds),
-        "relay": lambda: relay.measure_throughput(args.records // 2, args.partitions),
-        "relay_latency": lambda: relay.measure_latency(args.latency_rate, args.latency_seconds / 2),
-        "scale": lambda: scale.measure(
-            args.scale_records, args.scale_partitions, args.scale_segments
+
+    def times(once: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
+        return [once() for _ in range(repeat)]
+
+    def fresh(name: str, once: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
+        """The first run here, each further run in a process of its own."""
+        common = ["--records", str(args.records), "--partitions", str(args.partitions)]
+        return [once()] + [in_fresh_process(name, common) for _ in range(repeat - 1)]
+
+    steps: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
+        "egress": lambda _: fresh(
+            "egress", lambda: egress_throughput.measure(args.records, args.partitions)
         ),
-        "upload": lambda: upload.measure(64, 0.1),
+        "ingress": lambda _: ingress_throughput.measure(args.records, args.partitions, repeat),
+        "compaction": lambda _: fresh(
+            "compaction", lambda: compaction_throughput.measure(args.records, args.partitions, 10)
+        ),
+        "restore": lambda _: restore_throughput.measure(args.records, args.partitions, repeat),
+        "latency": lambda hogged: times(
+            lambda: latency.measure(args.latency_rate, args.latency_seconds, hogged)
+        ),
+        "relay": lambda _: times(
+            lambda: relay.measure_throughput(args.records // 2, args.partitions)
+        ),
+        "relay_latency": lambda hogged: times(
+            lambda: relay.measure_latency(args.latency_rate, args.latency_seconds / 2, hogged)
+        ),
+        "scale": lambda _: [
+            scale.measure(args.scale_records, args.scale_partitions, args.scale_segments)
+        ],
+        "upload": lambda _: [upload.measure(64, 0.1)],
     }
-    for name in wanted:
-        print(f"running the {name} benchmark ...", flush=True)
-        raw[name] = steps[name]()
-    found = figures_from(raw)
+    runs: list[dict[str, dict[str, Any]]] = [{} for _ in range(repeat)]
+    step_seconds: dict[str, float] = {}
+    for name, hogged in plan(wanted, args.hog):
+        key = result_key(name, hogged)
+        count = 1 if name in ONCE else repeat
+        under = " under a CPU hog on one core" if hogged else ""
+        print(f"running the {name} benchmark{under}, {count} time(s) ...", flush=True)
+        step_started = time.monotonic()
+        for run, result in enumerate(steps[name](hogged)):
+            runs[run][key] = result
+        step_seconds[key] = round(time.monotonic() - step_started, 1)
+    summaries = aggregate([figures_from(raw) for raw in runs])
     print()
-    print(render(found))
-    costs = cost_table(raw)
+    print(f"median of {repeat} run(s), (min-max) beside it; targets judged on the median")
+    print(render(summaries))
+    costs = cost_table(runs[0])
     if costs:
         print()
         print(costs)
-    if "scale" in raw:
+    if "scale" in runs[0]:
         print()
-        print(scale_tables(raw["scale"]))
+        print(scale_tables(runs[0]["scale"]))
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(
         json.dumps(
@@ -455,15 +627,59 @@ def main() -> None:
                     "value_bytes": 200,
                     "headers": 1,
                 },
+                "repeat": repeat,
+                "cpu_hog": args.hog,
                 "seconds": round(time.monotonic() - started, 1),
-                "figures": [asdict(f) | {"ratio": f.ratio} for f in found],
-                "raw": raw,
+                "step_seconds": step_seconds,
+                "figures": [summary_json(s) for s in summaries],
+                "runs": [
+                    {
+                        "raw": raw,
+                        "figures": [asdict(f) | {"ratio": f.ratio} for f in figures_from(raw)],
+                    }
+                    for raw in runs
+                ],
             },
             indent=2,
         )
         + "\n"
     )
     print(f"\nwritten to {args.output}")
+
+
+def in_fresh_process(name: str, options: list[str]) -> dict[str, Any]:
+    """One run of benchmark ``name`` in a new Python process (``bench.run --only name
+    --repeat 1``): a benchmark that runs Spark in the benchmark's process would otherwise
+    find the JVM of the run before it up, and start its session in a fraction of a
+    second (measured: compaction's Spark start 42 s in a first run, 0.28 s in a second in
+    the same process)."""
+    with tempfile.TemporaryDirectory(prefix=f"bench-{name}-run-") as scratch:
+        output = Path(scratch) / "run.json"
+        command = [sys.executable, "-m", "bench.run", "--only", name, "--repeat", "1"]
+        command += ["--no-hog", "--output", str(output), *options]
+        # Its table is this run's business: its output is shown only if it fails.
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True, timeout=3600)
+        if done.returncode != 0:
+            print(done.stdout)
+            done.check_returncode()
+        raw: dict[str, Any] = json.loads(output.read_text())["runs"][0]["raw"][name]
+    return raw
+
+
+def summary_json(summary: Summary) -> dict[str, Any]:
+    """A figure in the results file: every run's values, and min / median / max of each.
+    Pure."""
+    out: dict[str, Any] = asdict(summary) | {"met": summary.met}
+    for field in ("projects", "baselines", "ratios"):
+        values = getattr(summary, field)
+        if values:
+            low, middle, high = spread(values)
+            out[field.removesuffix("s")] = {
+                "min": low,
+                "median": middle,
+                "max": high,
+            }
+    return out
 
 
 if __name__ == "__main__":
