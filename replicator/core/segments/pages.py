@@ -68,15 +68,17 @@ class Compact:
         return value
 
     def varint(self) -> int:
+        data, position, end = self.data, self.position, min(self.end, self.position + 10)
         result = shift = 0
-        while True:
-            b = self.byte()
+        while position < end:
+            b = data[position]
+            position += 1
             result |= (b & 0x7F) << shift
             if not b & 0x80:
+                self.position = position
                 return result
             shift += 7
-            if shift > 63:
-                raise ValueError(f"varint longer than 10 bytes at byte {self.position}")
+        raise ValueError(f"varint unfinished or longer than 10 bytes at byte {self.position}")
 
     def zigzag(self) -> int:
         n = self.varint()
