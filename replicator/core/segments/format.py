@@ -36,9 +36,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replicator import __version__
-from replicator.core.segments.errors import CorruptSegmentError, SegmentMismatchError
+from replicator.core.segments.errors import (
+    CorruptSegmentError,
+    SegmentMismatchError,
+    SegmentSignatureError,
+)
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.pages import chunk_cost
+from replicator.core.segments.signing import (
+    SIGNATURE_KEY,
+    UNSIGNED,
+    SigningKeys,
+    check_signature,
+    sign,
+)
 from replicator.core.untrusted_json import Kinds, check_fields, json_object
 
 log = logging.getLogger(__name__)
@@ -250,8 +261,12 @@ class SegmentWriter:
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
         compression_level: int | None = None,
+        keys: SigningKeys = UNSIGNED,
     ) -> None:
+        """``keys``: with a signing key, the footer is signed (see
+        :mod:`replicator.core.segments.signing`)."""
         self.segment_key = key
+        self._keys = keys
         self._sink = sink
         self._row_group_bytes = row_group_bytes
         self._row_group_rows = row_group_rows
@@ -376,7 +391,11 @@ class SegmentWriter:
             row_group_checksums=tuple(self._checksums),
             source_data_loss=self.source_data_loss,
         )
-        self._writer.add_key_value_metadata({FOOTER_KEY: footer.to_json()})
+        footer_json = footer.to_json()
+        metadata = {FOOTER_KEY: footer_json}
+        if self._keys.signing is not None:
+            metadata[SIGNATURE_KEY] = sign(self._keys.signing, self.segment_key, footer_json)
+        self._writer.add_key_value_metadata(metadata)
         self._writer.close()
         self._closed = True
         return footer
@@ -395,7 +414,11 @@ class SegmentReader:
     :class:`SegmentMismatchError` (readable but wrong), naming ``name``.
     """
 
-    def __init__(self, source: Any, key: SegmentKey, name: str) -> None:
+    def __init__(
+        self, source: Any, key: SegmentKey, name: str, keys: SigningKeys = UNSIGNED
+    ) -> None:
+        """``keys``: with a signing key, a segment without a signature by one of them is
+        refused (:class:`SegmentSignatureError`) before any row group is read."""
         self.segment_key = key
         self.name = name
         self._source = _RowGroupWindow(source)
@@ -428,6 +451,9 @@ class SegmentReader:
         except (ValueError, TypeError, KeyError) as exc:
             raise SegmentMismatchError(name, f"unreadable footer ({exc})") from None
         self._check_footer()
+        reason = check_signature(keys, key, raw, metadata.get(SIGNATURE_KEY))
+        if reason is not None:
+            raise SegmentSignatureError(name, reason)
         self._check_schema()
 
     def _check_footer_length(self) -> None:
@@ -551,7 +577,9 @@ class SegmentReader:
             start = chunk.data_page_offset
             if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
                 start = chunk.dictionary_page_offset
-            ranges.append((chunk.path_in_schema, start, start + chunk.total_compressed_size))
+            if chunk.num_values > 0:  # Arrow reads no page of a chunk without values
+                end = start + chunk.total_compressed_size
+                ranges.append((chunk.path_in_schema, start, end, chunk.num_values))
         first = min((r[1] for r in ranges), default=0)
         last = max((r[2] for r in ranges), default=0)
         where = f"row group {index}"
@@ -564,10 +592,10 @@ class SegmentReader:
         except (OSError, ValueError) as exc:
             raise CorruptSegmentError(self.name, f"{where} unreadable ({exc})") from None
         total = 0
-        for path, start, end in ranges:
+        for path, start, end, values in ranges:
             try:
                 cost = chunk_cost(
-                    data, start - first, end - first, path, path in DICTIONARY_COLUMNS
+                    data, start - first, end - first, path, path in DICTIONARY_COLUMNS, values
                 )
             except ValueError as exc:
                 raise SegmentMismatchError(self.name, f"{where} {exc}") from None
@@ -614,8 +642,15 @@ class SegmentReader:
                 f"row group {index} header keys decode to {expanded} bytes "
                 f"(cap {MAX_ROW_GROUP_BYTES} with the rest of the row group)",
             )
+        headers_field = SCHEMA.field("headers")
         try:
-            return table.cast(SCHEMA)
+            # Chunk by chunk: the checksum must see the chunks Arrow read (a cast of the
+            # whole column drops an empty chunk).
+            decoded = pa.chunked_array(
+                [chunk.cast(headers_field.type) for chunk in table.column("headers").chunks],
+                headers_field.type,
+            )
+            return table.set_column(len(SCHEMA) - 1, headers_field, decoded)
         except (pa.ArrowException, ValueError) as exc:
             raise CorruptSegmentError(self.name, f"row group {index} unreadable ({exc})") from None
 

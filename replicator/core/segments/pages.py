@@ -168,14 +168,20 @@ class ChunkCost:
 
 
 def chunk_cost(
-    data: bytes | memoryview, start: int, end: int, column: str, dictionary_allowed: bool
+    data: bytes | memoryview,
+    start: int,
+    end: int,
+    column: str,
+    dictionary_allowed: bool,
+    total_values: int,
 ) -> ChunkCost:
-    """Walk the pages of one column chunk, ``data[start:end]``, by their headers: sum what
-    they declare, and refuse an encoding or page type whose decoded size the page does not
-    bound (a dictionary only where ``dictionary_allowed``)."""
+    """Walk the pages of one column chunk, ``data[start:end]``, by their headers as Arrow
+    does (until the pages hold the chunk's ``total_values``): sum what they declare, and
+    refuse an encoding or page type whose decoded size the page does not bound (a
+    dictionary only where ``dictionary_allowed``)."""
     uncompressed = values = pages = 0
     position = start
-    while position < end:
+    while position < end and values < total_values:
         at = position
         reader = Compact(data, position, end)
         try:
