@@ -2,6 +2,7 @@
 refuses (pure, on bytes)."""
 
 import io
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -43,7 +44,11 @@ def test_the_pages_of_a_written_segment_add_up_to_what_its_footer_says():
 
 
 def page(page_type: int, uncompressed: int, stored: int, body: bytes = b"", **data) -> bytes:
-    header = {1: (I32, page_type), 2: (I32, uncompressed), 3: (I32, stored)}
+    header: dict[int, tuple[int, Any]] = {
+        1: (I32, page_type),
+        2: (I32, uncompressed),
+        3: (I32, stored),
+    }
     if data:
         header[5] = (STRUCT, {1: (I32, data["values"]), 2: (I32, data["encoding"])})
     return encode_struct(header) + body
