@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 
+from replicator.core.kafka import provenance
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.signing import SigningKeys
 from replicator.core.segments.store import SegmentStore
 from restore.job import RestoreJob, RestoreRequest
 from restore.task import run_task
+from tests.fixtures.independent import read_partition
 from tests.fixtures.ingress import segment_batch
 from tests.fixtures.signing import ATTACKER_KEY, signed_config, store_with
 from tests.fixtures.stack import DESTINATION, SOURCE
-from tests.restore.test_restore import restored
 
 
 def test_restore_refuses_a_segment_the_deployment_did_not_sign(
@@ -51,7 +52,12 @@ def test_restore_refuses_a_segment_the_deployment_did_not_sign(
     assert bad.to_s3_key("data") in results[1].message
     assert "matches none of the configured keys" in results[1].message
     offsets = [
-        [o for o, *_ in restored(local_stack.bootstrap(DESTINATION), into, p, signed.topic)]
+        [
+            provenance.source_offset(
+                list(r[5]), provenance.SourcePartition(SOURCE, signed.topic, p)
+            )
+            for r in read_partition(local_stack.bootstrap(DESTINATION), into, p)
+        ]
         for p in range(2)
     ]
     assert offsets == [list(range(20)), list(range(10))]
