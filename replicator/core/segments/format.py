@@ -15,6 +15,15 @@ hash of the row-group checksums.
 
 Writing and reading work on any file-like object; :mod:`replicator.core.segments.store` supplies
 S3 multipart sinks and ranged-read sources. Memory is bounded by one row group.
+
+Reading, in order, each step before the next: the Parquet footer's length (from the last
+eight bytes) against its cap; the footer, against the key; the signature, where the
+deployment signs segments (:mod:`replicator.core.segments.signing`); then per row group
+the sizes the footer declares, the sizes its page headers declare (what Arrow allocates
+by, :mod:`replicator.core.segments.pages`: the footer's sizes are the writer's word
+only), decoding, the expansion of header keys, the checksum and the offsets. Nothing
+from a row group is handed on before all of its checks passed. A row group's column
+chunks are read once: the page walk and Arrow share the bytes.
 """
 
 from __future__ import annotations
@@ -86,9 +95,10 @@ DEFAULT_ROW_GROUP_ROWS = 1_000_000
 
 MAX_ROW_GROUP_ROWS = 4 * DEFAULT_ROW_GROUP_ROWS
 MAX_ROW_GROUP_BYTES = 256 * 1024**2
-"""Caps a reader checks against what a row group *declares* before decoding it: a small
-file must not be able to make every reader allocate gigabytes. A row group holds at least
-one record, so the byte cap is above the largest record a destination accepts (64 MiB)."""
+"""Caps a reader checks before decoding a row group, against what its footer declares and
+then against what its page headers declare (the bound that holds): a small file must not
+be able to make every reader allocate gigabytes. A row group holds at least one record,
+so the byte cap is above the largest record a destination accepts (64 MiB)."""
 MAX_FOOTER_BYTES = 1024**2
 """The largest replicator footer (JSON) a reader parses."""
 MAX_PARQUET_FOOTER_BYTES = 8 * 1024**2
@@ -99,6 +109,8 @@ WRITER_PREFIX = "parquet-cpp"
 """What every segment's ``created_by`` starts with. Arrow reads past a column chunk's end
 for files that say an old parquet-mr wrote them; a segment never says so."""
 HEADER_KEY_COLUMN = "headers.list.element.key"
+FOOTER_READ_BYTES = 64 * 1024
+"""How much of a file's end Arrow reads to find its footer (its default)."""
 DICTIONARY_COLUMNS = frozenset({"timestamp_type", "headers.list.element.key"})
 """The only columns the writer dictionary-encodes: a dictionary elsewhere lets a few bytes
 stand for any number of copies of a large value."""
@@ -438,6 +450,8 @@ class SegmentReader:
             ) from None
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptSegmentError(name, f"not a readable Parquet file ({exc})") from None
+        finally:
+            self._source.release()
         created_by = self._file.metadata.created_by or ""
         if not created_by.startswith(WRITER_PREFIX):
             raise SegmentMismatchError(
@@ -462,7 +476,9 @@ class SegmentReader:
         size = self._source.size
         if size < 12:
             raise ValueError(f"{size} bytes is too short for Parquet")
-        tail = self._source.read_at(size - 8, 8)
+        # What Arrow reads first (the last 64 KiB) in one request, kept for Arrow.
+        tail_bytes = min(size, FOOTER_READ_BYTES)
+        tail = self._source.prefetch(size - tail_bytes, tail_bytes)[-8:]
         if tail[4:] != b"PAR1":
             raise ValueError("no Parquet magic at the end")
         length = int.from_bytes(tail[:4], "little")
