@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 MIN_PART_SIZE = 5 * 1024**2
 """S3 rejects multipart parts below 5 MiB (except the last)."""
 MAX_PART_SIZE = 5 * 1024**3
+MIN_SIGNING_KEY_CHARS = 32
 
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -292,6 +293,14 @@ class S3Config(_Model):
     """KMS key of ``sse = "SSE-KMS"`` (the account's default key when unset)."""
     multipart_part_size: Size = 16 * 1024**2
     """Upload part size: memory per open segment writer is about one part plus one row group."""
+    signing_key: SecretStr | None = None
+    """Key (a ``${NAME}`` reference, at least 32 characters) that egress and compaction
+    sign every segment with (HMAC-SHA-256 of its key and footer). When set, ingress,
+    restore and compaction refuse a segment that is unsigned or signed with another key:
+    a writer of the bucket can no longer replace segments (see docs/security.md)."""
+    verify_keys: list[SecretStr] = Field(default_factory=list)
+    """Keys whose signatures readers accept besides ``signing_key``: the old key during a
+    rotation (``${NAME}`` references)."""
 
     @model_validator(mode="after")
     def _check(self) -> S3Config:
@@ -303,6 +312,13 @@ class S3Config(_Model):
             raise ValueError("sse_kms_key_id is set but sse is not 'SSE-KMS'")
         if (self.access_key_id is None) != (self.secret_access_key is None):
             raise ValueError("set both access_key_id and secret_access_key, or neither")
+        if self.verify_keys and self.signing_key is None:
+            raise ValueError("verify_keys is set but signing_key is not")
+        for name, key in [("signing_key", self.signing_key)] + [
+            (f"verify_keys[{i}]", k) for i, k in enumerate(self.verify_keys)
+        ]:
+            if key is not None and len(key.get_secret_value()) < MIN_SIGNING_KEY_CHARS:
+                raise ValueError(f"{name} must be at least {MIN_SIGNING_KEY_CHARS} characters")
         if not MIN_PART_SIZE <= self.multipart_part_size <= MAX_PART_SIZE:
             raise ValueError(
                 f"multipart_part_size must be between 5MiB and 5GiB (S3 limits), "

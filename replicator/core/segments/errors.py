@@ -29,6 +29,11 @@ class SegmentMismatchError(SegmentError):
     (wrong topic, range or level, record count, or checksum)."""
 
 
+class SegmentSignatureError(SegmentMismatchError):
+    """The deployment signs segments and this one is unsigned, or signed with a key it
+    does not hold (:mod:`replicator.core.segments.signing`): written by someone else."""
+
+
 class DescriptorError(ReplicatorError):
     """A topic descriptor (``_topic.json``) that cannot be used; the message names its S3
     object key and the field."""

@@ -15,6 +15,15 @@ hash of the row-group checksums.
 
 Writing and reading work on any file-like object; :mod:`replicator.core.segments.store` supplies
 S3 multipart sinks and ranged-read sources. Memory is bounded by one row group.
+
+Reading, in order, each step before the next: the Parquet footer's length (from the last
+eight bytes) against its cap; the footer, against the key; the signature, where the
+deployment signs segments (:mod:`replicator.core.segments.signing`); then per row group
+the sizes the footer declares, the sizes its page headers declare (what Arrow allocates
+by, :mod:`replicator.core.segments.pages`: the footer's sizes are the writer's word
+only), decoding, the expansion of header keys, the checksum and the offsets. Nothing
+from a row group is handed on before all of its checks passed. A row group's column
+chunks are read once: the page walk and Arrow share the bytes.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import io
 import json
 import logging
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -35,8 +45,20 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from replicator import __version__
-from replicator.core.segments.errors import CorruptSegmentError, SegmentMismatchError
+from replicator.core.segments.errors import (
+    CorruptSegmentError,
+    SegmentMismatchError,
+    SegmentSignatureError,
+)
 from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.pages import chunk_cost
+from replicator.core.segments.signing import (
+    SIGNATURE_KEY,
+    UNSIGNED,
+    SigningKeys,
+    check_signature,
+    sign,
+)
 from replicator.core.untrusted_json import Kinds, check_fields, json_object
 
 log = logging.getLogger(__name__)
@@ -73,10 +95,22 @@ DEFAULT_ROW_GROUP_ROWS = 1_000_000
 
 MAX_ROW_GROUP_ROWS = 4 * DEFAULT_ROW_GROUP_ROWS
 MAX_ROW_GROUP_BYTES = 256 * 1024**2
-"""Caps a reader checks against what a row group *declares* before decoding it: a small
-file must not be able to make every reader allocate gigabytes. A row group holds at least
-one record, so the byte cap is above the largest record a destination accepts (64 MiB)."""
+"""Caps a reader checks before decoding a row group, against what its footer declares and
+then against what its page headers declare (the bound that holds): a small file must not
+be able to make every reader allocate gigabytes. A row group holds at least one record,
+so the byte cap is above the largest record a destination accepts (64 MiB)."""
 MAX_FOOTER_BYTES = 1024**2
+"""The largest replicator footer (JSON) a reader parses."""
+MAX_PARQUET_FOOTER_BYTES = 8 * 1024**2
+"""The largest Parquet footer (Thrift) a reader parses, checked from the file's last eight
+bytes before Arrow reads it: a segment of 5 GB in row groups of 8 MiB has a footer of
+about 1 MiB."""
+WRITER_PREFIX = "parquet-cpp"
+"""What every segment's ``created_by`` starts with. Arrow reads past a column chunk's end
+for files that say an old parquet-mr wrote them; a segment never says so."""
+HEADER_KEY_COLUMN = "headers.list.element.key"
+FOOTER_READ_BYTES = 64 * 1024
+"""How much of a file's end Arrow reads to find its footer (its default)."""
 DICTIONARY_COLUMNS = frozenset({"timestamp_type", "headers.list.element.key"})
 """The only columns the writer dictionary-encodes: a dictionary elsewhere lets a few bytes
 stand for any number of copies of a large value."""
@@ -239,8 +273,12 @@ class SegmentWriter:
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
         compression_level: int | None = None,
+        keys: SigningKeys = UNSIGNED,
     ) -> None:
+        """``keys``: with a signing key, the footer is signed (see
+        :mod:`replicator.core.segments.signing`)."""
         self.segment_key = key
+        self._keys = keys
         self._sink = sink
         self._row_group_bytes = row_group_bytes
         self._row_group_rows = row_group_rows
@@ -365,7 +403,11 @@ class SegmentWriter:
             row_group_checksums=tuple(self._checksums),
             source_data_loss=self.source_data_loss,
         )
-        self._writer.add_key_value_metadata({FOOTER_KEY: footer.to_json()})
+        footer_json = footer.to_json()
+        metadata = {FOOTER_KEY: footer_json}
+        if self._keys.signing is not None:
+            metadata[SIGNATURE_KEY] = sign(self._keys.signing, self.segment_key, footer_json)
+        self._writer.add_key_value_metadata(metadata)
         self._writer.close()
         self._closed = True
         return footer
@@ -384,14 +426,37 @@ class SegmentReader:
     :class:`SegmentMismatchError` (readable but wrong), naming ``name``.
     """
 
-    def __init__(self, source: Any, key: SegmentKey, name: str) -> None:
+    def __init__(
+        self, source: Any, key: SegmentKey, name: str, keys: SigningKeys = UNSIGNED
+    ) -> None:
+        """``keys``: with a signing key, a segment without a signature by one of them is
+        refused (:class:`SegmentSignatureError`) before any row group is read."""
         self.segment_key = key
         self.name = name
+        self._source = _RowGroupWindow(source)
         try:
-            self._file = pq.ParquetFile(source, page_checksum_verification=True)
+            self._check_footer_length()
+            self._file = pq.ParquetFile(
+                self._source,
+                page_checksum_verification=True,
+                read_dictionary=[HEADER_KEY_COLUMN],
+                thrift_string_size_limit=MAX_PARQUET_FOOTER_BYTES,
+                thrift_container_size_limit=MAX_PARQUET_FOOTER_BYTES // 8,
+            )
             metadata = self._file.metadata.metadata or {}
+        except KeyError:  # the column read as a dictionary is missing
+            raise SegmentMismatchError(
+                name, f"no column {HEADER_KEY_COLUMN}: not the segment schema"
+            ) from None
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptSegmentError(name, f"not a readable Parquet file ({exc})") from None
+        finally:
+            self._source.release()
+        created_by = self._file.metadata.created_by or ""
+        if not created_by.startswith(WRITER_PREFIX):
+            raise SegmentMismatchError(
+                name, f"written by {created_by[:80]!r}, not a segment writer"
+            )
         raw = metadata.get(FOOTER_KEY)
         if raw is None:
             raise SegmentMismatchError(name, "no replicator footer: not a segment file")
@@ -400,14 +465,35 @@ class SegmentReader:
         except (ValueError, TypeError, KeyError) as exc:
             raise SegmentMismatchError(name, f"unreadable footer ({exc})") from None
         self._check_footer()
+        reason = check_signature(keys, key, raw, metadata.get(SIGNATURE_KEY))
+        if reason is not None:
+            raise SegmentSignatureError(name, reason)
         self._check_schema()
+
+    def _check_footer_length(self) -> None:
+        """Refuse a Parquet footer longer than :data:`MAX_PARQUET_FOOTER_BYTES` before
+        Arrow parses it (its length is in the file's last eight bytes)."""
+        size = self._source.size
+        if size < 12:
+            raise ValueError(f"{size} bytes is too short for Parquet")
+        # What Arrow reads first (the last 64 KiB) in one request, kept for Arrow.
+        tail_bytes = min(size, FOOTER_READ_BYTES)
+        tail = self._source.prefetch(size - tail_bytes, tail_bytes)[-8:]
+        if tail[4:] != b"PAR1":
+            raise ValueError("no Parquet magic at the end")
+        length = int.from_bytes(tail[:4], "little")
+        if length > MAX_PARQUET_FOOTER_BYTES or length > size - 12:
+            raise SegmentMismatchError(
+                self.name,
+                f"Parquet footer of {length} bytes (cap {MAX_PARQUET_FOOTER_BYTES}, file {size})",
+            )
 
     def _check_schema(self) -> None:
         try:
             schema = self._file.schema_arrow
         except (pa.ArrowException, ValueError) as exc:
             raise CorruptSegmentError(self.name, f"unreadable schema ({exc})") from None
-        if not schema.equals(SCHEMA, check_metadata=False):
+        if not schema.equals(READ_SCHEMA, check_metadata=False):
             got = ", ".join(f"{f.name}: {f.type}" for f in schema)
             raise SegmentMismatchError(self.name, f"not the segment schema (columns {got})")
 
@@ -496,18 +582,93 @@ class SegmentReader:
             return _epoch_ms(stats.min), _epoch_ms(stats.max)
         return None
 
+    def _check_pages(self, index: int) -> int:
+        """Read the row group's column chunks (once: Arrow then decodes them from memory)
+        and walk their page headers; refuse the row group if what the pages declare would
+        decode to more than :data:`MAX_ROW_GROUP_BYTES`. Returns that bound."""
+        row_group = self._file.metadata.row_group(index)
+        ranges = []
+        for column in range(row_group.num_columns):
+            chunk = row_group.column(column)
+            start = chunk.data_page_offset
+            if chunk.has_dictionary_page and 0 < chunk.dictionary_page_offset < start:
+                start = chunk.dictionary_page_offset
+            if chunk.num_values > 0:  # Arrow reads no page of a chunk without values
+                end = start + chunk.total_compressed_size
+                ranges.append((chunk.path_in_schema, start, end, chunk.num_values))
+        first = min((r[1] for r in ranges), default=0)
+        last = max((r[2] for r in ranges), default=0)
+        where = f"row group {index}"
+        if first < 0 or last - first > MAX_ROW_GROUP_BYTES or last > self._source.size:
+            raise SegmentMismatchError(
+                self.name, f"{where} spans bytes {first}..{last} of a {self._source.size}-byte file"
+            )
+        try:
+            data = self._source.prefetch(first, last - first)
+        except (OSError, ValueError) as exc:
+            raise CorruptSegmentError(self.name, f"{where} unreadable ({exc})") from None
+        total = 0
+        for path, start, end, values in ranges:
+            try:
+                cost = chunk_cost(
+                    data, start - first, end - first, path, path in DICTIONARY_COLUMNS, values
+                )
+            except ValueError as exc:
+                raise SegmentMismatchError(self.name, f"{where} {exc}") from None
+            total += cost.decoded_bytes
+            if total > MAX_ROW_GROUP_BYTES:
+                raise SegmentMismatchError(
+                    self.name,
+                    f"{where} pages decode to more than {MAX_ROW_GROUP_BYTES} bytes "
+                    f"(column {path} alone {cost.decoded_bytes} bytes from {cost.pages} page(s))",
+                )
+        return total
+
     def read_row_group(self, index: int) -> pa.Table:
-        """One verified row group: sizes declared within the caps, content matching its
-        checksum, offsets strictly increasing inside the key's covered range."""
+        """One verified row group: sizes within the caps (as declared in the footer, then
+        as the page headers say, before decoding), content matching its checksum, offsets
+        strictly increasing inside the key's covered range."""
         self._check_declared_sizes(index)
+        budget = self._check_pages(index)
         try:
             table = self._file.read_row_group(index)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptSegmentError(self.name, f"row group {index} unreadable ({exc})") from None
+        finally:
+            self._source.release()
+        table = self._decode_header_keys(table, index, budget)
         if content_checksum(table) != self.footer.row_group_checksums[index]:
             raise SegmentMismatchError(self.name, f"checksum mismatch in row group {index}")
         self._check_offsets(table, index)
         return table
+
+    def _decode_header_keys(self, table: pa.Table, index: int, budget: int) -> pa.Table:
+        """Header keys are read as a dictionary (the only dictionary column that can hold
+        long values): refuse the row group if expanding it would pass the cap, then
+        expand it."""
+        expanded = 0
+        for chunk in table.column("headers").chunks:
+            keys = chunk.values.field("key")
+            if len(keys):
+                lengths = pc.binary_length(keys.dictionary)
+                expanded += pc.sum(lengths.take(keys.indices)).as_py() or 0
+        if budget + expanded > MAX_ROW_GROUP_BYTES:
+            raise SegmentMismatchError(
+                self.name,
+                f"row group {index} header keys decode to {expanded} bytes "
+                f"(cap {MAX_ROW_GROUP_BYTES} with the rest of the row group)",
+            )
+        headers_field = SCHEMA.field("headers")
+        try:
+            # Chunk by chunk: the checksum must see the chunks Arrow read (a cast of the
+            # whole column drops an empty chunk).
+            decoded = pa.chunked_array(
+                [chunk.cast(headers_field.type) for chunk in table.column("headers").chunks],
+                headers_field.type,
+            )
+            return table.set_column(len(SCHEMA) - 1, headers_field, decoded)
+        except (pa.ArrowException, ValueError) as exc:
+            raise CorruptSegmentError(self.name, f"row group {index} unreadable ({exc})") from None
 
     def _check_offsets(self, table: pa.Table, index: int) -> None:
         """Strictly increasing inside the covered range; the first row group starts at
@@ -553,6 +714,90 @@ class SegmentReader:
         if not tables:
             return SCHEMA.empty_table()
         return pa.concat_tables(tables)
+
+
+READ_SCHEMA = pa.schema(
+    [
+        *(SCHEMA.field(i) for i in range(len(SCHEMA) - 1)),
+        pa.field(
+            "headers",
+            pa.list_(
+                pa.field(
+                    "element",
+                    pa.struct(
+                        [
+                            pa.field("key", pa.dictionary(pa.int32(), pa.string()), nullable=False),
+                            HEADER_TYPE.field("value"),
+                        ]
+                    ),
+                    nullable=False,
+                )
+            ),
+            nullable=False,
+        ),
+    ]
+)
+"""The schema as read: header keys as a dictionary until their size is checked."""
+
+
+class _RowGroupWindow:
+    """A file-like view of a segment's source that serves one prefetched byte range (a
+    row group's column chunks, read once to walk their page headers) from memory, and
+    anything else from the source. Arrow reads through it (one thread at a time: pyarrow
+    locks a Python file)."""
+
+    def __init__(self, source: Any) -> None:
+        self._source = source
+        self._lock = threading.Lock()
+        self._position = 0
+        self._start = 0
+        self._data = memoryview(b"")
+        self.closed = False
+        with self._lock:
+            self.size = int(source.seek(0, io.SEEK_END))
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self.size}[whence]
+        self._position = base + offset
+        return self._position
+
+    def read(self, size: int = -1) -> bytes | memoryview:
+        if size < 0:
+            size = self.size - self._position
+        data = self.read_at(self._position, size)
+        self._position += len(data)
+        return data
+
+    def read_at(self, position: int, size: int) -> bytes | memoryview:
+        offset = position - self._start
+        if offset >= 0 and offset + size <= len(self._data):
+            return self._data[offset : offset + size]  # zero copy
+        with self._lock:
+            self._source.seek(position)
+            return bytes(self._source.read(size))
+
+    def prefetch(self, start: int, length: int) -> memoryview:
+        """Hold bytes ``start..start+length`` until :meth:`release`; returns them."""
+        data = self.read_at(start, length)
+        if len(data) != length:
+            raise ValueError(f"{len(data)} bytes at {start}, {length} expected")
+        self._start, self._data = start, memoryview(data)
+        return self._data
+
+    def release(self) -> None:
+        self._start, self._data = 0, memoryview(b"")
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def _epoch_ms(value: Any) -> int:

@@ -29,7 +29,7 @@ import pyarrow as pa
 from replicator.core.aws.clients import s3_client, s3_errors
 from replicator.core.aws.errors import StorageError
 from replicator.core.aws.s3_streams import S3MultipartWriter, S3RangedReader, UploadedObject
-from replicator.core.config import Config
+from replicator.core.config import Config, S3Config
 from replicator.core.segments.errors import SegmentKeyError
 from replicator.core.segments.format import (
     DEFAULT_ROW_GROUP_BYTES,
@@ -43,6 +43,7 @@ from replicator.core.segments.key import (
     topic_s3_prefix,
 )
 from replicator.core.segments.selection import exported_end
+from replicator.core.segments.signing import UNSIGNED, SigningKeys
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -53,6 +54,16 @@ log = logging.getLogger(__name__)
 
 MAX_JSON_BYTES = 16 * 1024**2
 """The largest JSON object the replicator reads from a bucket (descriptors, offsets)."""
+
+
+def signing_keys(s3: S3Config) -> SigningKeys:
+    """The deployment's segment signing keys (``[s3] signing_key``, ``verify_keys``)."""
+    if s3.signing_key is None:
+        return UNSIGNED
+    return SigningKeys(
+        s3.signing_key.get_secret_value().encode(),
+        tuple(k.get_secret_value().encode() for k in s3.verify_keys),
+    )
 
 
 @dataclass(frozen=True)
@@ -96,7 +107,9 @@ class SpooledSegment:
         self._store = store
         self._storage_class = storage_class
         self._spool = tempfile.SpooledTemporaryFile(max_size=store.part_size)  # noqa: SIM115
-        self.writer = SegmentWriter(self._spool, key, row_group_bytes=row_group_bytes)
+        self.writer = SegmentWriter(
+            self._spool, key, row_group_bytes=row_group_bytes, keys=store.keys
+        )
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
         self.writer.write(batch)
@@ -149,8 +162,12 @@ class SegmentStore:
         sse: str = "none",
         sse_kms_key_id: str | None = None,
         part_size: int = 16 * 1024**2,
+        keys: SigningKeys = UNSIGNED,
     ) -> None:
+        """``keys``: segments written are signed, and segments read must be, when it
+        holds a signing key (``[s3] signing_key``)."""
         self.client = client
+        self.keys = keys
         self.bucket = bucket
         self.prefix = prefix
         self.storage_class = storage_class
@@ -176,6 +193,7 @@ class SegmentStore:
             sse=s3.sse,
             sse_kms_key_id=s3.sse_kms_key_id,
             part_size=s3.multipart_part_size,
+            keys=signing_keys(s3),
         )
 
     # -- writing --------------------------------------------------------------------------
@@ -221,7 +239,9 @@ class SegmentStore:
         """
         sink = self.sink(key.to_s3_key(self.prefix), storage_class)
         try:
-            upload = SegmentUpload(SegmentWriter(sink, key, row_group_bytes=row_group_bytes))
+            upload = SegmentUpload(
+                SegmentWriter(sink, key, row_group_bytes=row_group_bytes, keys=self.keys)
+            )
             yield upload
             upload.footer = upload.segment.close()
             upload.uploaded = sink.complete()
@@ -274,7 +294,9 @@ class SegmentStore:
         assert stored.etag is not None, "S3 returns an ETag for every object"
         source = S3RangedReader(self.client, self.bucket, stored.s3_key, stored.size, stored.etag)
         buffered = io.BufferedReader(source, buffer_size=1024 * 1024)
-        return SegmentReader(buffered, stored.segment_key, f"s3://{self.bucket}/{stored.s3_key}")
+        return SegmentReader(
+            buffered, stored.segment_key, f"s3://{self.bucket}/{stored.s3_key}", self.keys
+        )
 
     def read_segment(self, segment: StoredSegment | SegmentKey) -> pa.Table:
         return self.open(segment).read_all()

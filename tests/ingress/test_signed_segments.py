@@ -1,0 +1,76 @@
+"""Ingress with signed segments: a segment the deployment did not sign halts its
+partition naming the S3 object key and why; signed segments replay exactly once."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from ingress.service import IngressService
+from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.signing import UNSIGNED, SigningKeys
+from tests.fixtures.hostile import forge, rows
+from tests.fixtures.ingress import provenance_offsets, segment_batch
+from tests.fixtures.signing import ATTACKER_KEY, signed_config, store_with
+from tests.fixtures.stack import DESTINATION, SOURCE
+
+
+def test_segments_the_deployment_did_not_sign_halt_their_partitions(
+    local_stack, ingress_setup, caplog, monkeypatch
+):
+    plain = ingress_setup()
+    config = signed_config(plain.path, monkeypatch)
+    setup = dataclasses.replace(plain, config=config)
+    signed = setup.store.__class__.for_region(config, DESTINATION)
+    assert signed.keys.signs
+    unsigned = store_with(signed, UNSIGNED)
+    attacker = store_with(signed, SigningKeys(ATTACKER_KEY))
+    setup.put_descriptor(4, export_start={p: 0 for p in range(4)})
+    for partition in range(4):
+        signed.write_segment(
+            SegmentKey(SOURCE, setup.topic, partition, 0, 0, 9), segment_batch(0, 10)
+        )
+    second = {p: SegmentKey(SOURCE, setup.topic, p, 0, 10, 19) for p in range(4)}
+    unsigned.write_segment(second[0], segment_batch(10, 10))
+    attacker.write_segment(second[1], segment_batch(10, 10))
+    # A valid empty segment in place of the real one: unsigned ingress skips 10..19.
+    local_stack.s3().put_object(
+        Bucket=signed.bucket, Key=second[2].to_s3_key("data"), Body=forge(second[2], rows([]))
+    )
+    signed.write_segment(second[3], segment_batch(10, 10))
+
+    with caplog.at_level(logging.ERROR):
+        service = IngressService(config, stop_at_end=True, handle_signals=False)
+        code = service.run()
+
+    assert code == 1
+    halts = [r.getMessage() for r in caplog.records if "partition halted" in r.getMessage()]
+    reasons = {0: "unsigned", 1: "matches none of the configured keys", 2: "unsigned"}
+    for partition, reason in reasons.items():
+        s3_key = second[partition].to_s3_key("data")
+        assert [h for h in halts if s3_key in h and reason in h], (partition, halts)
+        assert provenance_offsets(local_stack, setup, partition) == list(range(10)), partition
+    assert len(halts) == 3, halts
+    assert provenance_offsets(local_stack, setup, 3) == list(range(20))
+
+
+def test_a_signed_pipeline_replays_exactly_once_across_a_restart(
+    local_stack, ingress_setup, monkeypatch
+):
+    plain = ingress_setup()
+    config = signed_config(plain.path, monkeypatch)
+    setup = dataclasses.replace(plain, config=config)
+    signed = setup.store.__class__.for_region(config, DESTINATION)
+    setup.put_descriptor(2, export_start={0: 0, 1: 0})
+    for partition in range(2):
+        signed.write_segment(
+            SegmentKey(SOURCE, setup.topic, partition, 0, 0, 9), segment_batch(0, 10)
+        )
+    assert IngressService(config, stop_at_end=True, handle_signals=False).run() == 0
+    for partition in range(2):  # more arrives; a second run resumes where the first stopped
+        signed.write_segment(
+            SegmentKey(SOURCE, setup.topic, partition, 0, 10, 29), segment_batch(10, 20)
+        )
+    assert IngressService(config, stop_at_end=True, handle_signals=False).run() == 0
+    for partition in range(2):
+        assert provenance_offsets(local_stack, setup, partition) == list(range(30))
