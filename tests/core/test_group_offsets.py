@@ -8,6 +8,7 @@ from replicator.core.groups.admin import forward_moves, matching
 from replicator.core.groups.errors import GroupOffsetsError
 from replicator.core.groups.offsets_file import (
     GroupOffsets,
+    GroupSelection,
     group_history_s3_key,
     group_of_s3_key,
     group_offsets_s3_key,
@@ -154,3 +155,14 @@ def test_history_keys_with_other_digits_are_not_history(stamp: str) -> None:
     good = group_history_s3_key("data", "r", "t", "g", 1)
     assert history_entry(good) == ("g", 1)
     assert history_entry(good.replace("0000000000001", stamp)) is None
+
+
+def test_group_selection_names_win_over_patterns_and_the_limit_takes_the_first() -> None:
+    groups = ["pay-2", "pay-1", "other", "pay-3"]
+    assert GroupSelection().choose(groups) == (sorted(groups), 0)
+    assert GroupSelection(patterns=()).choose(groups) == ([], 0)  # none named: none
+    assert GroupSelection(patterns=("pay-.*",)).choose(groups) == (["pay-1", "pay-2", "pay-3"], 0)
+    assert GroupSelection(patterns=("pay",)).choose(groups) == ([], 0)  # whole ids
+    assert GroupSelection(patterns=("pay-.*",), limit=2).choose(groups) == (["pay-1", "pay-2"], 1)
+    named = GroupSelection(patterns=("pay-.*",), names=frozenset({"other", "gone"}))
+    assert named.choose(groups) == (["other"], 0)

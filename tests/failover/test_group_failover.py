@@ -149,6 +149,7 @@ segment_events_topic = "{unique("events")}"
 segment_events_partitions = 4
 checkpoint_topic = "{unique("checkpoints")}"
 relist_interval = "1s"
+consumer_groups = ["{group}", "{synced[:-4]}.*", "{busy}"]
 [[ingress.sources]]
 region = "{SOURCE}"
 topic = "{topic}"
