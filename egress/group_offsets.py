@@ -28,6 +28,7 @@ from replicator.core.groups.offsets_file import (
 )
 from replicator.core.kafka.clients import client_config
 from replicator.core.segments.store import SegmentStore
+from replicator.core.untrusted_text import escape
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,7 @@ class GroupOffsetsExporter:
                 self._store.put_json(key, record.to_json())
                 self._written[key] = offsets
                 written += 1
-                log.debug("offsets of group %s on %s: %s", group, topic, offsets)
+                log.debug("offsets of group %s on %s: %s", escape(group), topic, offsets)
         if written:
             log.info("exported %d consumer group offsets objects", written)
         return written

@@ -30,6 +30,7 @@ from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.segments.descriptor import describe, export_starts
+from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.selection import lowest_start
 from replicator.core.segments.store import SegmentStore
@@ -105,8 +106,11 @@ class DescriptorPublisher:
     def _recorded(self, topic: str) -> dict[int, int]:
         key = topic_descriptor_s3_key(self.config.s3.prefix, self.egress.region, topic)
         try:
-            return export_starts(self._store.get_json(key)) or {}
+            return export_starts(self._store.get_json(key), key) or {}
         except ObjectNotFoundError:
+            return {}
+        except DescriptorError as exc:  # not egress's own writing: found again by listing
+            log.warning("ignoring the export starts recorded in the bucket: %s", exc)
             return {}
 
     def _write(self, topic: str, configs: dict[str, str]) -> None:

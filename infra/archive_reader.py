@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 Record = tuple[int, bytes | None, bytes | None, int, tuple[tuple[str, bytes | None], ...]]
 """(offset, key, value, timestamp in ms, headers), as the drill compares records."""
 
-_SEGMENT_NAME = re.compile(r"/(\d+)/(\d+)/(\d{20})-(\d{20})$")
+_SEGMENT_NAME = re.compile(r"/([0-9]+)/([0-9]+)/([0-9]{20})-([0-9]{20})$")
 
 
 def archived_records(

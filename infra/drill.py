@@ -96,6 +96,7 @@ max_segment_messages = 2000
 region = "us-west-1"
 relist_interval = "2s"
 group_sync_interval = "2s"
+consumer_groups = ["demo-.*"]
 segment_events_partitions = 4
 metrics_port = {ingress_metrics}
 

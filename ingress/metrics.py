@@ -130,6 +130,13 @@ class IngressMetrics:
             ["region", "topic", "partition"],
             registry=r,
         )
+        self.configs_refused = Counter(
+            "replicator_ingress_destination_configs_refused",
+            "Config changes a topic descriptor asked of an existing destination topic that "
+            "would delete data sooner (lower retention, another cleanup.policy): not made",
+            ["region", "topic", "config"],
+            registry=r,
+        )
         self.group_partitions_moved = Counter(
             "replicator_ingress_group_offsets_moved",
             "Destination group partitions whose offsets the offset sync moved forward",

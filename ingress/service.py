@@ -39,6 +39,7 @@ from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.topics import prepare_destination, sync_configs
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.segments.descriptor import read_descriptor
+from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.store import SegmentStore
 from replicator.core.signals import stop_on_signals
 from replicator.core.workers import STOP_AT_END_SETTLE, GroupShare, WorkerPool, WriterSlots
@@ -137,27 +138,44 @@ class IngressService:
         if descriptor is not None:
             partitions, configs = descriptor.partitions, descriptor.configs
         else:
-            listed = self.store.list_partitions(source.region, source.topic)
-            partitions = max(listed) + 1 if listed else 0
+            partitions = self._listed_partitions(source)
             configs = {}
         key = (source.region, source.topic)
         if partitions == 0:
             log.info("no segments or descriptor yet for %s/%s", source.region, source.topic)
             return False
-        prepare_destination(
+        if partitions > self.ingress.max_partitions:
+            raise DescriptorError(
+                f"{source.region}/{source.topic} names {partitions} partitions, more than "
+                f"[ingress] max_partitions = {self.ingress.max_partitions}; raise it if the "
+                "source has that many"
+            )
+        partitions = prepare_destination(
             admin,
             source.destination,
             partitions,
             configs,
             f"{source.region}/{source.topic}",
             may_grow=lambda have: self._writes_into(source, have),
+            growth_limit=lambda: self._listed_partitions(source),
         )
         if configs and self._synced_configs.get(key) != configs:
-            sync_configs(admin, source.destination, configs)
+            refused = self.metrics.configs_refused
+            sync_configs(
+                admin,
+                source.destination,
+                configs,
+                refused=lambda name: refused.labels(source.region, source.topic, name).inc(),
+            )
             self._synced_configs[key] = configs
         grew = partitions > self._partitions.get(key, 0)
         self._partitions[key] = max(partitions, self._partitions.get(key, 0))
         return grew
+
+    def _listed_partitions(self, source: IngressSource) -> int:
+        """The partition count the bucket's partition directories show for ``source``."""
+        listed = self.store.list_partitions(source.region, source.topic)
+        return max(listed) + 1 if listed else 0
 
     def _resolve_sources(self) -> list[IngressSource]:
         """The concrete sources now: named ones, and the bucket's topics matching

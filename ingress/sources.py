@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from replicator.core.config import IngressConfig, IngressSource
+from replicator.core.untrusted_text import escape
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def concrete_sources(
                 log.warning(
                     "%s/%s matches topic_pattern %r but %r is no valid destination topic",
                     source.region,
-                    topic,
+                    escape(topic),
                     source.topic_pattern,
                     source.destination_topic,
                 )
@@ -50,7 +51,7 @@ def concrete_sources(
                     "%s/%s matches topic_pattern %r but its destination %s is already the "
                     "destination of %s; skipped",
                     source.region,
-                    topic,
+                    escape(topic),
                     source.topic_pattern,
                     concrete.destination,
                     destinations[concrete.destination],

@@ -303,13 +303,17 @@ class PartitionWorker(threading.Thread):
         like any other (late, then lost). Descriptors of egress versions that did not
         record export starts: wait ``first_segment_delay`` after the first segment
         appeared (late segments of lower offsets may still arrive), then start at the
-        lowest offset present."""
+        lowest offset present.
+
+        A named start is taken only once segments are listed, and only if none of them
+        begins below it (:meth:`_checked_start`): the descriptor is a bucket writer's to
+        forge, and a start past the real one would skip the segments between."""
         self.status.state = "waiting"
         unnamed_since: float | None = None
         while not self._stopping.is_set():
             start = self._export_start()
-            if start.offset is not None:
-                return start.offset
+            if start.offset is not None and self._index:
+                return self._checked_start(start.offset)
             if not self._index:
                 if self.stop_at_end:
                     self.status.state = "done"
@@ -340,6 +344,23 @@ class PartitionWorker(threading.Thread):
                 self._wait_for_events(min(wait, self.ingress.relist_interval))
             self._relist()
         return None
+
+    def _checked_start(self, named: int) -> int:
+        """``named`` (the descriptor's export start), unless a listed segment begins
+        below it: then, as for a lost segment, halt (``on_lost_segment = "fail"``) or
+        start at the lowest listed (``skip``: nothing listed is skipped)."""
+        lowest = lowest_start(self._index)
+        assert lowest is not None  # called with segments listed
+        if lowest >= named:
+            return named
+        message = (
+            f"{self.source.region}/{self.source.topic} partition {self.partition}: the topic "
+            f"descriptor says its export began at offset {named}, but the bucket holds "
+            f"segments from offset {lowest}; the descriptor is damaged or was written by "
+            "someone else"
+        )
+        self._lost(message, f"starting at offset {lowest}")
+        return lowest
 
     def _start_unnamed(self, start: ExportStart) -> int:
         """Segments are listed, but no topic descriptor naming where the export began

@@ -19,6 +19,7 @@ from replicator.core.errors import ConfigError, ReplicatorError
 from replicator.core.logs import configure_logging, current_logging
 from replicator.core.signals import stop_on_signals
 from replicator.core.spark_environment import explain_executor_failure
+from replicator.core.untrusted_text import escape
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +197,8 @@ def _restore(args: argparse.Namespace) -> int:
         until_ms=until,
         partitions=args.partitions,
         append=args.append,
+        groups=bool(args.groups or args.group),
+        group_names=args.group,
     )
     job = RestoreJob(config, request, master=args.master, say=lambda line: print(line, flush=True))
     plans = job.plan()
@@ -207,7 +210,7 @@ def _restore(args: argparse.Namespace) -> int:
     started = time.monotonic()
     results = job.run(plans)
     seconds = time.monotonic() - started
-    groups = job.restore_groups(plans) if args.groups else []
+    groups = job.restore_groups(plans) if request.groups else []
     committed = {g: n is not None for g, n in job.groups_moved.items()}
     if args.json:
         report = {
@@ -233,7 +236,7 @@ def _restore(args: argparse.Namespace) -> int:
         for g in groups:
             state = "committed" if committed.get(g.group) else "has members: not moved"
             print(
-                f"group {g.group} {g.target.destination_topic} partition "
+                f"group {escape(g.group)} {g.target.destination_topic} partition "
                 f"{g.target.destination_partition}: source offset {g.translation.source_offset}"
                 f" -> {g.translation.destination_offset} ({state})"
             )
@@ -348,7 +351,13 @@ def build_parser() -> argparse.ArgumentParser:
     restore.add_argument(
         "--groups",
         action="store_true",
-        help="also commit exported consumer groups' offsets as they were at the cut",
+        help="also commit exported consumer groups' offsets as they were at the cut "
+        "(every group exported, unless --group names some)",
+    )
+    restore.add_argument(
+        "--group",
+        action="append",
+        help="with --groups: only this consumer group (repeatable; implies --groups)",
     )
     restore.add_argument("--plan", action="store_true", help="print what would be restored")
     restore.add_argument("--json", action="store_true", help="the final report as JSON")
@@ -379,7 +388,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     failover.add_argument("--config", required=True, help="deployment config (TOML)")
     failover.add_argument(
-        "--group", action="append", help="consumer group to fail over (repeatable; default all)"
+        "--group",
+        action="append",
+        help="consumer group to fail over (repeatable; default: those [ingress] "
+        "consumer_groups or [relay] consumer_groups names)",
     )
     failover.add_argument(
         "--apply",

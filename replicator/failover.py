@@ -6,8 +6,14 @@ destination has replayed and the RPO — what the source has that the destinatio
 and per consumer group and partition the committed source offset, the translated
 destination offset and whether the translation is exact. With ``--apply`` it commits the
 translated offsets of groups without members, forward only. The exit status is 0 only
-when every named group (every group found, when none is named) is ready: found, exact on
-every partition, and (with ``--apply``) committed.
+when every group reported is ready: found, exact on every partition, and (with
+``--apply``) committed.
+
+Which groups: those named with ``--group``; without it, those ``[ingress]
+consumer_groups`` (``[relay] consumer_groups``) names, the groups the running sync keeps
+committed, never simply every group found in the bucket: anyone who can write to the
+bucket can add a group's offsets object there. Group ids and names are escaped in the
+text report (a group id may hold a newline or a terminal escape).
 
 Through S3 (``[ingress]``) group offsets come from the objects egress exported into the
 bucket, and the RPO compares the segments in the destination bucket with those in the
@@ -37,6 +43,7 @@ from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.segments.selection import exported_end
 from replicator.core.segments.store import SegmentStore, StoredSegment
+from replicator.core.untrusted_text import escape
 
 log = logging.getLogger(__name__)
 
@@ -437,9 +444,13 @@ def render(report: FailoverReport, now: float | None = None) -> str:
     lines += _columns(by_group)
     if report.unreachable:
         lines += ["", "NOT REACHED (the report is incomplete; not ready):"]
-        lines += [f"  {what}" for what in report.unreachable]
+        lines += [f"  {escape(what)}" for what in report.unreachable]
     if not report.groups:
-        lines += ["", "no consumer groups found: name them with --group"]
+        lines += [
+            "",
+            "no consumer groups found: name them with --group, or in [ingress] consumer_groups "
+            "([relay] consumer_groups)",
+        ]
         return "\n".join(lines)
     ready = sum(g.ready(report.applied) for g in report.groups)
     lines += [
@@ -463,6 +474,8 @@ def _group_state(group: GroupReadiness, applied: bool) -> str:
 
 
 def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+    """Aligned columns; every cell escaped (group ids and names come from the bucket)."""
+    rows = [tuple(escape(cell) for cell in row) for row in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 

@@ -24,6 +24,7 @@ from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.segments.selection import exported_end
 from replicator.core.segments.store import SegmentStore
+from replicator.core.untrusted_text import escape
 
 log = logging.getLogger(__name__)
 
@@ -241,9 +242,11 @@ def render(rows: list[PartitionStatus], now: float | None = None) -> str:
                 state,
             )
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    # Topic names listed from a bucket and halt reasons are the outside's text: escaped.
+    cells = [[escape(cell) for cell in line] for line in lines]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
     return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells
     )
 
 

@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 from replicator.core.config import Config
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.groups.destination import OffsetTranslator
+from replicator.core.groups.offsets_file import GroupSelection
 from replicator.core.groups.plan import GroupPartition, commit_groups, translate_groups
 from replicator.core.groups.stored import read_group_offsets_at
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
@@ -36,6 +37,7 @@ from replicator.core.segments.descriptor import read_descriptor
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import SegmentStore, StoredSegment
 from replicator.core.spark import config_to_json, spark_session
+from replicator.core.untrusted_text import escape
 from restore.errors import ArchivedSegmentsError, RestoreError
 from restore.planning import PartitionPlan, plan_partition
 from restore.report import TopicPlan, progress_line
@@ -47,6 +49,9 @@ CHECKPOINT_TOPIC = "replicator.checkpoint"
 CHECKPOINT_PARTITIONS = 8
 PROGRESS_INTERVAL = 3.0
 ARCHIVED_SHOWN = 10
+MAX_GROUPS = 1000
+"""Exported groups read per topic by ``--groups`` (the first by id; more are named in a
+warning): a bucket filled with forged group objects costs at most this many reads."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,9 @@ class RestoreRequest:
     append: bool = False
     groups: bool = False
     """Also commit exported consumer groups' offsets as they were at the cut."""
+    group_names: list[str] | None = None
+    """With ``groups``: only these groups (None: every group exported, at most
+    :data:`MAX_GROUPS` of them)."""
 
 
 class RestoreJob:
@@ -408,7 +416,7 @@ class RestoreJob:
                 source = SourcePartition(region, topic.topic, plan.partition)
                 targets[source] = WriteTarget(source, topic.into_topic, plan.partition)
             for exported in read_group_offsets_at(
-                self.store, region, topic.topic, self.request.until_ms
+                self.store, region, topic.topic, self.request.until_ms, self._group_selection()
             ):
                 committed += [
                     (exported.group, SourcePartition(region, topic.topic, p), offset)
@@ -420,11 +428,17 @@ class RestoreJob:
         moved = commit_groups(GroupAdmin(self.kafka, self.into_region or ""), rows)
         for group, count in moved.items():
             if count is None:
-                log.warning("group %s has members in %s: not moved", group, self.into_region)
+                log.warning(
+                    "group %s has members in %s: not moved", escape(group), self.into_region
+                )
             else:
-                log.info("group %s: offsets committed on %d partitions", group, count)
+                log.info("group %s: offsets committed on %d partitions", escape(group), count)
         self.groups_moved = moved
         return rows
+
+    def _group_selection(self) -> GroupSelection:
+        names = self.request.group_names
+        return GroupSelection(names=frozenset(names) if names else None, limit=MAX_GROUPS)
 
 
 def _matches(pattern: str | None, topic: str) -> bool:

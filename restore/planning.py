@@ -103,7 +103,7 @@ def segments_from(plan: PartitionPlan, next_offset: int) -> list[PlannedSegment]
     return [s for s in plan.segments if s.end >= next_offset]
 
 
-_EPOCH_MS = re.compile(r"\d{1,16}")
+_EPOCH_MS = re.compile(r"[0-9]{1,16}")  # ASCII digits only
 
 
 def parse_until(text: str) -> int:

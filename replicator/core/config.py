@@ -556,6 +556,20 @@ class IngressConfig(_Model):
     destination (groups with members there are never moved; offsets never go back)."""
     group_sync_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 10.0
     """How often exported consumer-group offsets are translated and committed."""
+    consumer_groups: list[Annotated[str, AfterValidator(_regex)]] = Field(default_factory=list)
+    """Exported consumer groups (regular expressions over whole ids) whose offsets the sync
+    commits in the destination, and that ``replicator failover`` reports and ``--apply``
+    commits when no ``--group`` is named. None until named: anyone who can write to the
+    bucket can write a group's offsets object, so only the groups named here are moved."""
+    max_groups: PositiveInt = 1000
+    """At most this many exported groups (those matching ``consumer_groups``, in id order)
+    are read and synced per topic; more are left out with a warning (a bucket filled with
+    forged groups costs at most this many reads a round)."""
+    max_partitions: Annotated[int, Field(ge=1, le=100_000)] = 10_000
+    """A topic descriptor naming more partitions than this is refused (its source is not
+    replayed, with an error naming it): no destination is created or grown past it.
+    Growth of an existing destination is further limited to the partitions that have
+    segments in the bucket."""
     stall_timeout: Annotated[float, AS_DURATION, Field(gt=0)] = 180.0
     """``/healthz`` fails when the events loop, the SQS reader or the group sync has
     not come round its loop for this long (each loop's own waits are bounded well below)."""

@@ -8,8 +8,11 @@ from replicator.core.groups.admin import forward_moves, matching
 from replicator.core.groups.errors import GroupOffsetsError
 from replicator.core.groups.offsets_file import (
     GroupOffsets,
+    GroupSelection,
+    group_history_s3_key,
     group_of_s3_key,
     group_offsets_s3_key,
+    history_entry,
 )
 from replicator.core.groups.translation import first_at_or_after, translate
 from replicator.core.segments.errors import SegmentKeyError
@@ -97,6 +100,9 @@ def test_group_offsets_object_round_trip_and_key() -> None:
     ("change", "message"),
     [
         ({"offsets": {"a": 1}}, "partition 'a' is not a number"),
+        ({"offsets": {"²": 1}}, "partition '²' is not a number"),
+        ({"offsets": {"\u0661": 1}}, "partition '\u0661' is not a number"),
+        ({"offsets": {"01": 1}}, "partition '01' is not a number"),
         ({"offsets": {"0": -1}}, "offset -1 of partition 0"),
         ({"offsets": {"0": True}}, "offset True"),
         ({"offsets": []}, "'offsets' is not an object"),
@@ -133,3 +139,30 @@ def test_a_group_before_the_first_replicated_record_is_behind_not_exact() -> Non
     # At the first replicated record, and after it: exact.
     assert translate(100, partition.probe, 0, 150, 49).exact
     assert translate(120, partition.probe, 0, 150, 49).destination_offset == 20
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        "²²²²²²²²²²²²²",
+        "\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669\u0660\u0661\u0662\u0663",
+        "123",
+        "-000000000001",
+        "000000000001\n",
+    ],
+)
+def test_history_keys_with_other_digits_are_not_history(stamp: str) -> None:
+    good = group_history_s3_key("data", "r", "t", "g", 1)
+    assert history_entry(good) == ("g", 1)
+    assert history_entry(good.replace("0000000000001", stamp)) is None
+
+
+def test_group_selection_names_win_over_patterns_and_the_limit_takes_the_first() -> None:
+    groups = ["pay-2", "pay-1", "other", "pay-3"]
+    assert GroupSelection().choose(groups) == (sorted(groups), 0)
+    assert GroupSelection(patterns=()).choose(groups) == ([], 0)  # none named: none
+    assert GroupSelection(patterns=("pay-.*",)).choose(groups) == (["pay-1", "pay-2", "pay-3"], 0)
+    assert GroupSelection(patterns=("pay",)).choose(groups) == ([], 0)  # whole ids
+    assert GroupSelection(patterns=("pay-.*",), limit=2).choose(groups) == (["pay-1", "pay-2"], 1)
+    named = GroupSelection(patterns=("pay-.*",), names=frozenset({"other", "gone"}))
+    assert named.choose(groups) == (["other"], 0)

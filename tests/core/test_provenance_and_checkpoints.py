@@ -81,6 +81,17 @@ def test_provenance_header_names_the_source_record():
     assert provenance.source_offset(None, SourcePartition("us-east-1", "o", 2)) is None
 
 
+@pytest.mark.parametrize(
+    "tail", [b"9" * 5000, b"99999999999999999999", "²".encode(), "\u0661".encode(), b"-5", b"05"]
+)
+def test_a_provenance_header_with_no_offset_names_none(tail):
+    """A forged header (a destination writer chooses it) is not an offset: no ValueError
+    out of int(), no offset past Kafka's range."""
+    source = SourcePartition("us-east-1", "o", 2)
+    headers = [(provenance.HEADER, source.header_prefix.encode() + tail)]
+    assert provenance.source_offset(headers, source) is None
+
+
 def test_provenance_is_appended_to_headers_of_a_sliced_segment_table():
     headers = [
         [],

@@ -50,6 +50,19 @@ def test_prefixes_with_slashes_or_empty_round_trip(prefix):
         ("data/r/t/_topic.json", "does not have the form"),
         ("data/r/t/0/0/00000000000000000009-00000000000000000001", "invalid covered range"),
         ("data/r/t/0/0/99999999999999999999-99999999999999999999", "invalid covered range"),
+        # Digits of other scripts: int() reads them, the replicator never writes them.
+        (
+            "data/r/t/\u0661\u0660/0/00000000000000000000-00000000000000000001",
+            "partition '\u0661\u0660'",
+        ),
+        ("data/r/t/1\u0661/0/00000000000000000000-00000000000000000001", "partition '1\u0661'"),
+        ("data/r/t/0/\u0661/00000000000000000000-00000000000000000001", "level '\u0661'"),
+        ("data/r/t/0/1\u0661/00000000000000000000-00000000000000000001", "level '1\u0661'"),
+        (
+            "data/r/t/0/0/\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660\u0660-00000000000000000001",
+            "two 20-digit",
+        ),
+        ("data/r/t/²/0/00000000000000000000-00000000000000000001", "partition '²'"),
     ],
 )
 def test_malformed_keys_are_rejected_with_a_reason(key, reason):
@@ -114,6 +127,19 @@ def test_an_s3_key_with_a_trailing_newline_is_not_another_segment():
         ({"partitions": 2, "configs": {"retention.ms": True}}, "retention.ms = 'True'"),
         ({"partitions": 2, "configs": {"max.message.bytes": "1e9"}}, "max.message.bytes"),
         ({"partitions": 2, "configs": {"min.cleanable.dirty.ratio": 7}}, "dirty.ratio = '7'"),
+        ({"partitions": 2, "configs": {"retention.ms": "²"}}, "retention.ms = '²'"),
+        ({"partitions": 2, "configs": {"retention.bytes": "--5"}}, "retention.bytes = '--5'"),
+        (
+            {"partitions": 2, "configs": {"retention.ms": "\u0661\u0660"}},
+            "retention.ms = '\u0661\u0660'",
+        ),
+        ({"partitions": 2, "configs": {"retention.ms": "-2"}}, "retention.ms = '-2'"),
+        ({"partitions": 2, "configs": {"retention.ms": "9" * 5000}}, "retention.ms = '999"),
+        ({"partitions": 2, "export_start": {"²": 0}}, "export_start partition '²'"),
+        ({"partitions": 2, "export_start": {"\u0661": 0}}, "export_start partition '\u0661'"),
+        ({"partitions": 2, "export_start": {"01": 0}}, "export_start partition '01'"),
+        ({"partitions": 2, "export_start": {"0": -1}}, "export_start of partition 0 is -1"),
+        ({"partitions": 2, "export_start": {"0": "5"}}, "export_start of partition 0 is '5'"),
         (
             {"partitions": 2, "configs": {"message.timestamp.type": "Now"}},
             "message.timestamp.type = 'Now'",
@@ -159,3 +185,14 @@ def test_a_descriptor_round_trips_with_its_export_starts():
         {"retention.ms": "5"},
         {0: 7},
     )
+
+
+def test_a_key_is_a_segment_only_in_the_spelling_it_was_written_in():
+    """Whatever parses must write back to the very key it was parsed from: no second
+    name for one segment."""
+    key = SegmentKey("r", "t", 11, 0, 0, 1)
+    s3_key = key.to_s3_key("data")
+    assert SegmentKey.from_s3_key(s3_key, "data") == key
+    forged = s3_key.replace("/11/", "/1\u0661/")  # int() reads 11
+    with pytest.raises(SegmentKeyError):
+        SegmentKey.from_s3_key(forged, "data")

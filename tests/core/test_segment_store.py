@@ -190,3 +190,18 @@ def test_a_json_object_over_the_cap_is_refused_before_it_is_read(local_stack, bu
     assert store.get_json("data/r/t/_topic.json")["partitions"] == 1
     with pytest.raises(StorageError, match=r"data/r/t/_topic\.json.*over the 1000 allowed"):
         store.get_json("data/r/t/_topic.json", max_bytes=1000)
+
+
+def test_partition_directories_count_only_in_ascii_digits(local_stack, bucket, caplog):
+    """A directory named with a digit int() refuses ('²') or reads as another partition
+    ('\u0661\u0660' is 10, '01' is 1) is not a partition: skipped with one warning, never a crash
+    and never a partition count raised by a name."""
+    store = local_stack.store(SOURCE, bucket)
+    store.write_segment(SegmentKey(SOURCE, "t", 0, 0, 0, 9), plain(10))
+    for name in ("²", "\u0661\u0660", "01", "-1", "_groups"):
+        local_stack.s3().put_object(Bucket=bucket, Key=f"data/{SOURCE}/t/{name}/x", Body=b"x")
+    with caplog.at_level(logging.WARNING):
+        assert store.list_partitions(SOURCE, "t") == [0]
+        assert store.list_partitions(SOURCE, "t") == [0]
+    warned = [r.getMessage() for r in caplog.records if "not a partition" in r.getMessage()]
+    assert len(warned) == 4, warned  # once each; _groups is the replicator's own

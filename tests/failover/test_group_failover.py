@@ -149,6 +149,9 @@ segment_events_topic = "{unique("events")}"
 segment_events_partitions = 4
 checkpoint_topic = "{unique("checkpoints")}"
 relist_interval = "1s"
+# Synced by ingress; `group` is not: failover --group --apply moves it (an operator may
+# name any group).
+consumer_groups = ["{synced[:-4]}.*", "{busy}"]
 [[ingress.sources]]
 region = "{SOURCE}"
 topic = "{topic}"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from ingress.service import IngressService
 from replicator.core.kafka import provenance
 from replicator.core.segments.descriptor import describe
@@ -14,14 +16,27 @@ from tests.fixtures.ingress import segment_batch
 from tests.fixtures.stack import DESTINATION, SOURCE
 
 
-def test_a_bad_descriptor_stops_only_its_source(local_stack, ingress_setup, unique, caplog):
+@pytest.mark.parametrize(
+    ("poison", "message"),
+    [
+        ({"partitions": "many", "configs": {}}, "'partitions' is 'many'"),
+        # Digits str.isdigit() accepts and int() refuses: once a plain ValueError that
+        # stopped every source.
+        ({"partitions": 1, "configs": {"retention.ms": "²"}}, "config retention.ms = '²'"),
+        ({"partitions": 1, "configs": {"retention.bytes": "--5"}}, "retention.bytes = '--5'"),
+        ({"partitions": 1, "configs": {}, "export_start": {"²": 0}}, "partition '²'"),
+    ],
+)
+def test_a_bad_descriptor_stops_only_its_source(
+    local_stack, ingress_setup, unique, caplog, poison, message
+):
     other, other_copy = unique("healthy"), unique("healthy.copy")
     setup = ingress_setup(
         extra_toml=f'[[ingress.sources]]\nregion = "{SOURCE}"\ntopic = "{other}"\n'
         f'destination_topic = "{other_copy}"\nfirst_segment_delay = "0s"\n'
     )
     bad_key = topic_descriptor_s3_key("data", SOURCE, setup.topic)
-    setup.store.put_json(bad_key, {"partitions": "many", "configs": {}})
+    setup.store.put_json(bad_key, poison)
     setup.put_segment(0, 0, 9, segment_batch(0, 10))
     setup.store.put_json(
         topic_descriptor_s3_key("data", SOURCE, other), describe(other, 1, {}, SOURCE, {0: 0})
@@ -32,7 +47,6 @@ def test_a_bad_descriptor_stops_only_its_source(local_stack, ingress_setup, uniq
     named = provenance.SourcePartition(SOURCE, other, 0)
     copied = read_partition(local_stack.bootstrap(DESTINATION), other_copy, 0)
     assert [provenance.source_offset(list(r[5]), named) for r in copied] == list(range(10))
-    assert any(
-        bad_key in r.getMessage() and "'partitions' is 'many'" in r.getMessage()
-        for r in caplog.records
-    ), [r.getMessage() for r in caplog.records]
+    assert any(bad_key in r.getMessage() and message in r.getMessage() for r in caplog.records), [
+        r.getMessage() for r in caplog.records
+    ]

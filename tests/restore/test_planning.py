@@ -59,7 +59,10 @@ def test_until_accepts_epoch_ms_and_iso_with_a_zone(text, expected):
     assert parse_until(text) == expected
 
 
-@pytest.mark.parametrize("text", ["2023-11-14T22:13:20", "yesterday", "-5"])
+@pytest.mark.parametrize(
+    "text",
+    ["2023-11-14T22:13:20", "yesterday", "-5", "\u0661\u0662\u0663"],  # Arabic-Indic 123
+)
 def test_until_without_a_zone_or_unparseable_is_refused(text):
     with pytest.raises(ValueError, match="--until"):
         parse_until(text)

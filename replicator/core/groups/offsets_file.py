@@ -16,12 +16,15 @@ record the group will read. Pure functions; the store does the I/O.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
+from replicator.core.decimal_text import parse_decimal
 from replicator.core.groups.errors import GroupOffsetsError
-from replicator.core.segments.key import topic_s3_prefix
+from replicator.core.segments.key import MAX_OFFSET, MAX_PARTITION, topic_s3_prefix
 
 FORMAT_VERSION = 1
 GROUPS_DIRECTORY = "_groups"
@@ -31,6 +34,8 @@ MAX_OBJECT_BYTES = 4 * 1024**2
 """Far above any real group's offsets (a partition costs ~30 bytes); a larger object is
 refused before it is parsed."""
 MAX_GROUP_ID_CHARS = 255
+TIME_DIGITS = 13
+"""History keys' times in ms are zero-padded to 13 digits (sorted in time order until 2286)."""
 
 
 @dataclass(frozen=True)
@@ -68,14 +73,19 @@ class GroupOffsets:
         if not isinstance(offsets, dict):
             raise GroupOffsetsError(f"{where}: 'offsets' is not an object")
         parsed: dict[int, int] = {}
-        for partition, offset in offsets.items():
-            if not (isinstance(partition, str) and partition.isdigit()):
-                raise GroupOffsetsError(f"{where}: partition {partition!r} is not a number")
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        for name, offset in offsets.items():
+            partition = parse_decimal(name, maximum=MAX_PARTITION)
+            if partition is None:
+                raise GroupOffsetsError(f"{where}: partition {str(name)[:40]!r} is not a number")
+            if (
+                isinstance(offset, bool)
+                or not isinstance(offset, int)
+                or not 0 <= offset <= MAX_OFFSET
+            ):
                 raise GroupOffsetsError(
-                    f"{where}: offset {offset!r} of partition {partition} is not an offset"
+                    f"{where}: offset {offset!r:.40} of partition {partition} is not an offset"
                 )
-            parsed[int(partition)] = offset
+            parsed[partition] = offset
         fields = {name: data.get(name) for name in ("region", "topic", "group")}
         for name, value in fields.items():
             if not isinstance(value, str) or not value:
@@ -116,7 +126,7 @@ def group_history_s3_prefix(prefix: str, region: str, topic: str) -> str:
 def group_history_s3_key(prefix: str, region: str, topic: str, group: str, time_ms: int) -> str:
     """The S3 object key of ``group``'s offsets as read at ``time_ms``."""
     head = group_history_s3_prefix(prefix, region, topic)
-    return f"{head}{quote(group, safe='')}/{time_ms:013d}{SUFFIX}"
+    return f"{head}{quote(group, safe='')}/{time_ms:0{TIME_DIGITS}d}{SUFFIX}"
 
 
 def history_entry(s3_key: str) -> tuple[str, int] | None:
@@ -125,8 +135,33 @@ def history_entry(s3_key: str) -> tuple[str, int] | None:
     parts = s3_key.rsplit("/", 2)
     if len(parts) != 3 or not parts[2].endswith(SUFFIX):
         return None
-    stamp = parts[2][: -len(SUFFIX)]
+    stamp = parse_decimal(parts[2][: -len(SUFFIX)], width=TIME_DIGITS)
     group = unquote(parts[1])
-    if not stamp.isdigit() or not 0 < len(group) <= MAX_GROUP_ID_CHARS:
+    if stamp is None or not 0 < len(group) <= MAX_GROUP_ID_CHARS:
         return None
-    return group, int(stamp)
+    return group, stamp
+
+
+@dataclass(frozen=True)
+class GroupSelection:
+    """Which exported groups a reader takes, by id: the ``names`` an operator gave, else
+    the ids matching one of ``patterns`` (whole ids), else (neither given) every one; at
+    most ``limit`` of them, the first by id. Pure."""
+
+    patterns: tuple[str, ...] | None = None
+    names: frozenset[str] | None = None
+    limit: int | None = None
+
+    def wants(self, group: str) -> bool:
+        if self.names is not None:
+            return group in self.names
+        if self.patterns is not None:
+            return any(re.fullmatch(p, group) for p in self.patterns)
+        return True
+
+    def choose(self, groups: Iterable[str]) -> tuple[list[str], int]:
+        """The chosen ids in order, and how many more were wanted than the limit takes."""
+        wanted = sorted(g for g in set(groups) if self.wants(g))
+        if self.limit is None or len(wanted) <= self.limit:
+            return wanted, 0
+        return wanted[: self.limit], len(wanted) - self.limit

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from replicator.core.errors import ReplicatorError
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.groups.plan import GroupPartition, commit_groups
+from replicator.core.untrusted_text import escape
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +70,11 @@ class GroupOffsetSync(threading.Thread):
         result = summarize(rows, commit_groups(self._admin, rows))
         for group, (moved, behind) in result.items():
             if moved is None:
-                log.debug("group %s has members in the destination: not moved", group)
+                log.debug("group %s has members in the destination: not moved", escape(group))
             elif moved:
                 log.info(
                     "moved offsets of group %s forward on %d partitions (%d behind)",
-                    group,
+                    escape(group),
                     moved,
                     behind,
                 )

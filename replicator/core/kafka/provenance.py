@@ -23,6 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from replicator.core.decimal_text import parse_decimal
+
 HEADER = "replicator.source"
 
 
@@ -57,9 +59,10 @@ def source_offset(
     prefix = source.header_prefix.encode()
     for name, value in reversed(headers):
         if name == HEADER and value is not None and value.startswith(prefix):
-            tail = value[len(prefix) :]
-            if tail.isdigit():
-                return int(tail)
+            # ASCII digits in the spelling encode() writes, within Kafka's offsets.
+            offset = parse_decimal(value[len(prefix) :].decode("ascii", errors="replace"))
+            if offset is not None:
+                return offset
     return None
 
 

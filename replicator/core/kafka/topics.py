@@ -13,6 +13,13 @@ While the replicator runs, copied configs follow changes at the source
 source's partitions. A destination that exists with fewer partitions and holds nothing of
 this source is refused before anything is produced: adding partitions to someone else's
 topic would move their keys.
+
+Configs come from a topic descriptor, which anyone who can write to the bucket can write:
+a change that would delete data of an existing destination sooner (a lower
+``retention.ms``, ``retention.bytes``, ``delete.retention.ms`` or
+``min.compaction.lag.ms``; another ``cleanup.policy``) is never made automatically
+(:func:`unsafe_changes`): it is logged as a WARNING naming the config and left to an
+operator. Raising them, and every other copied config, still follows the source.
 """
 
 from __future__ import annotations
@@ -84,6 +91,36 @@ def config_changes(current: Mapping[str, str], wanted: Mapping[str, str]) -> dic
     return {k: v for k, v in sorted(wanted.items()) if current.get(k) != v}
 
 
+NEVER_LOWERED = ("retention.ms", "retention.bytes", "delete.retention.ms", "min.compaction.lag.ms")
+"""Lowering any of these on an existing topic deletes data (or tombstones) sooner; -1 is
+unlimited where Kafka allows it."""
+NEVER_CHANGED = ("cleanup.policy",)
+"""``delete`` to ``compact`` removes every record but a key's last; the other way round
+lets retention delete what compaction kept."""
+
+
+def unsafe_changes(current: Mapping[str, str | None], changes: Mapping[str, str]) -> list[str]:
+    """The names of ``changes`` that an existing topic must not get automatically (see the
+    module docstring); a current value that cannot be read counts as unsafe. Pure."""
+    return sorted(
+        name
+        for name, value in changes.items()
+        if name in NEVER_CHANGED
+        or (name in NEVER_LOWERED and not _at_least(value, current.get(name)))
+    )
+
+
+def _at_least(new: str, old: str | None) -> bool:
+    """Whether limit ``new`` keeps at least what ``old`` keeps (-1: unlimited)."""
+    try:
+        new_value, old_value = int(new), int(old or "")
+    except ValueError:
+        return False
+    if old_value < 0:
+        return new_value < 0
+    return new_value < 0 or new_value >= old_value
+
+
 def prepare_destination(
     admin: AdminClient,
     topic: str,
@@ -92,24 +129,41 @@ def prepare_destination(
     source: str,
     *,
     may_grow: Callable[[int], bool] = lambda _have: False,
-) -> None:
+    growth_limit: Callable[[], int] | None = None,
+) -> int:
     """Create ``topic`` with ``partitions`` and the destination configs of the source's
     ``configs`` when missing. When it exists with fewer partitions: add them if
     ``may_grow(partitions it has)`` (the replicator already writes it), else raise
-    :class:`DestinationTopicError`. ``source`` names where the records come from."""
+    :class:`DestinationTopicError`; growth stops at ``growth_limit()`` when given (the
+    partitions the bucket holds segments of: a descriptor alone does not grow a live
+    topic). ``source`` names where the records come from. Returns how many of the
+    source's partitions the destination takes now."""
     metadata = admin.list_topics(timeout=ADMIN_TIMEOUT)
     existing = metadata.topics.get(topic)
     if existing is not None and existing.error is None:
         have = len(existing.partitions)
-        if have < partitions:
-            if not may_grow(have):
-                raise DestinationTopicError(
-                    f"destination topic {topic} has {have} partitions but "
-                    f"{source} needs {partitions}; add partitions to the destination "
-                    "(nothing was produced)"
-                )
-            grow(admin, topic, have, partitions, source)
-        return
+        if have >= partitions:
+            return partitions
+        if not may_grow(have):
+            raise DestinationTopicError(
+                f"destination topic {topic} has {have} partitions but "
+                f"{source} needs {partitions}; add partitions to the destination "
+                "(nothing was produced)"
+            )
+        target = partitions
+        if growth_limit is not None and (limit := growth_limit()) < partitions:
+            log.warning(
+                "destination topic %s: the descriptor of %s names %d partitions, the bucket "
+                "holds segments of %d; growing to those only (more as their segments arrive)",
+                topic,
+                source,
+                partitions,
+                limit,
+            )
+            target = limit
+        if target > have:
+            grow(admin, topic, have, target, source)
+        return max(have, target)
     kept = destination_configs(configs)
     if ensure_topic(admin, topic, partitions, kept):
         log.info(
@@ -119,6 +173,7 @@ def prepare_destination(
             partitions,
             kept,
         )
+    return partitions
 
 
 def grow(admin: AdminClient, topic: str, have: int, partitions: int, source: str) -> None:
@@ -146,10 +201,14 @@ def grow(admin: AdminClient, topic: str, have: int, partitions: int, source: str
 
 
 def sync_configs(
-    admin: AdminClient, topic: str, source_configs: Mapping[str, object]
+    admin: AdminClient,
+    topic: str,
+    source_configs: Mapping[str, object],
+    refused: Callable[[str], None] = lambda _name: None,
 ) -> dict[str, str]:
-    """Set the destination configs of ``source_configs`` that ``topic`` does not have yet;
-    the configs changed."""
+    """Set the destination configs of ``source_configs`` that ``topic`` does not have yet,
+    except :func:`unsafe_changes` (each logged and passed to ``refused``); the configs
+    changed."""
     resource = ConfigResource("topic", topic)
     try:
         described = admin.describe_configs([resource], request_timeout=ADMIN_TIMEOUT)[
@@ -159,6 +218,16 @@ def sync_configs(
         raise BrokerError.from_kafka(f"describing configs of {topic}", exc.args[0]) from None
     current = {name: entry.value for name, entry in described.items()}
     changes = config_changes(current, destination_configs(source_configs))
+    for name in unsafe_changes(current, changes):
+        log.warning(
+            "destination topic %s keeps %s = %s: its source's descriptor asks for %s, which "
+            "would delete data sooner; not changed automatically (set it by hand if meant)",
+            topic,
+            name,
+            current.get(name),
+            changes.pop(name)[:40],
+        )
+        refused(name)
     if not changes:
         return {}
     update = ConfigResource(

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from replicator.core.aws.errors import ObjectNotFoundError, StorageError
+from replicator.core.decimal_text import parse_decimal
 from replicator.core.kafka.topics import COPIED_CONFIGS, copied_configs
 from replicator.core.segments.errors import DescriptorError
-from replicator.core.segments.key import topic_descriptor_s3_key
+from replicator.core.segments.key import MAX_OFFSET, topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 
 DESCRIPTOR_VERSION = 1
@@ -54,20 +55,29 @@ def recreated(recorded: str | None, current: str | None) -> bool:
     return recorded is not None and current is not None and recorded != current
 
 
-def export_starts(descriptor: Any) -> dict[int, int] | None:
-    """The export start offsets a descriptor records per partition; None for descriptors
-    of egress versions that did not record them. Pure."""
-    if not isinstance(descriptor, dict) or not isinstance(descriptor.get("export_start"), dict):
-        return None
-    return {
-        int(p): o
-        for p, o in descriptor["export_start"].items()
-        if isinstance(p, str) and p.isdigit() and isinstance(o, int) and o >= 0
-    }
-
-
 MAX_PARTITIONS = 100_000
 """Far above any real topic: a larger count is a damaged or hostile descriptor."""
+
+
+def export_starts(descriptor: Any, where: str = "topic descriptor") -> dict[int, int] | None:
+    """The export start offsets a descriptor records per partition; None for descriptors
+    of egress versions that did not record them. A partition or offset that is not one
+    (in the spelling egress writes) is a :class:`DescriptorError` naming ``where``. Pure."""
+    if not isinstance(descriptor, dict) or not isinstance(descriptor.get("export_start"), dict):
+        return None
+    starts = {}
+    for name, offset in descriptor["export_start"].items():
+        partition = parse_decimal(name, maximum=MAX_PARTITIONS - 1)
+        if partition is None:
+            raise DescriptorError(
+                f"{where}: export_start partition {str(name)[:40]!r} is not a partition number"
+            )
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
+            raise DescriptorError(
+                f"{where}: export_start of partition {partition} is {offset!r:.40}, not an offset"
+            )
+        starts[partition] = offset
+    return starts
 
 
 @dataclass(frozen=True)
@@ -96,7 +106,11 @@ def parse_descriptor(data: Any, where: str) -> Descriptor:
         isinstance(k, str) and isinstance(v, (str, int, float, bool)) for k, v in configs.items()
     ):
         raise DescriptorError(f"topic descriptor {where}: 'configs' is not a table of values")
-    return Descriptor(partitions, _copied_configs(configs, where), export_starts(data))
+    return Descriptor(
+        partitions,
+        _copied_configs(configs, where),
+        export_starts(data, f"topic descriptor {where}"),
+    )
 
 
 _CHOICES = {
@@ -121,7 +135,7 @@ def _copied_configs(configs: dict[str, Any], where: str) -> dict[str, str]:
         elif name in _RATIOS:
             ok = _is_number(text) and 0.0 <= float(text) <= 1.0
         else:
-            ok = text.lstrip("-").isdigit() and -1 <= int(text) < 2**63
+            ok = parse_decimal(text, minimum=-1) is not None
         if isinstance(value, bool) or not ok:
             raise DescriptorError(f"topic descriptor {where}: config {name} = {text[:80]!r}")
         copied[name] = text

@@ -19,14 +19,18 @@ from replicator.core.segments.errors import SegmentKeyError
 
 MAX_OFFSET = 2**63 - 1
 """Kafka offsets are signed 64-bit."""
+MAX_PARTITION = 9_999_999_999
+"""The highest partition number a segment key can spell (10 digits)."""
 TOPIC_DESCRIPTOR = "_topic.json"
 
 # Matched with fullmatch: ``$`` would also accept a trailing newline ("a\n"), letting a
 # forged S3 key ending in %0A parse to another segment's identity.
 _TOPIC_RE = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _REGION_RE = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_RANGE_RE = re.compile(r"(\d{20})-(\d{20})")
-_INT_RE = re.compile(r"0|[1-9]\d{0,9}")
+# ASCII digits only: ``\d`` matches the digits of every script, and int() reads them
+# (Arabic-Indic "\u0661\u0660" is 10), which would give one segment a second name.
+_RANGE_RE = re.compile(r"([0-9]{20})-([0-9]{20})")
+_INT_RE = re.compile(r"0|[1-9][0-9]{0,9}")
 _DOTS = (".", "..")
 """Names that are path steps, not names."""
 
@@ -139,8 +143,11 @@ def _parse_s3_key(key: str, prefix: str) -> SegmentKey:
             f"key {key!r}: range {offsets!r} is not two 20-digit offsets 'start-end'"
         )
     try:
-        return SegmentKey(
+        parsed = SegmentKey(
             region, topic, int(partition), int(level), int(match.group(1)), int(match.group(2))
         )
     except SegmentKeyError as exc:
         raise SegmentKeyError(f"key {key!r}: {exc}") from None
+    if parsed.to_s3_key(prefix) != key:  # one segment, one name
+        raise SegmentKeyError(f"key {key!r} is not how segment {parsed} is written")
+    return parsed

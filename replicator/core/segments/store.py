@@ -30,6 +30,7 @@ from replicator.core.aws.clients import s3_client, s3_errors
 from replicator.core.aws.errors import StorageError
 from replicator.core.aws.s3_streams import S3MultipartWriter, S3RangedReader, UploadedObject
 from replicator.core.config import Config, S3Config
+from replicator.core.decimal_text import parse_decimal
 from replicator.core.segments.errors import SegmentKeyError
 from replicator.core.segments.format import (
     DEFAULT_ROW_GROUP_BYTES,
@@ -38,12 +39,14 @@ from replicator.core.segments.format import (
     SegmentWriter,
 )
 from replicator.core.segments.key import (
+    MAX_PARTITION,
     SegmentKey,
     partition_s3_prefix,
     topic_s3_prefix,
 )
 from replicator.core.segments.selection import exported_end
 from replicator.core.segments.signing import UNSIGNED, SigningKeys
+from replicator.core.untrusted_text import escape
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -356,8 +359,15 @@ class SegmentStore:
         for page in self._list(head, delimiter="/"):
             for common in page.get("CommonPrefixes", []):
                 name = common["Prefix"][len(head) :].rstrip("/")
-                if name.isdigit():
-                    partitions.append(int(name))
+                partition = parse_decimal(name, maximum=MAX_PARTITION)
+                if partition is not None:
+                    partitions.append(partition)
+                elif not name.startswith("_") and common["Prefix"] not in self._warned:
+                    # _groups, _group_history: the replicator's own directories
+                    self._warned.add(common["Prefix"])
+                    log.warning(
+                        "ignoring directory %s: not a partition number", escape(common["Prefix"])
+                    )
         return sorted(partitions)
 
     def list_regions(self) -> list[str]:
