@@ -95,6 +95,8 @@ class FailoverReport:
     applied: bool = False
     unreachable: list[str] = field(default_factory=list)
     """What could not be reached, and which part of the report it leaves out."""
+    notes: list[str] = field(default_factory=list)
+    """What was reached and explains a figure (a checkpoint topic not created yet)."""
 
     @property
     def ready(self) -> bool:
@@ -112,6 +114,7 @@ class FailoverReport:
             "ready": self.ready,
             "applied": self.applied,
             "unreachable": self.unreachable,
+            "notes": self.notes,
             "partitions": [
                 {
                     "region": p.source.origin,
@@ -241,12 +244,12 @@ def _ingress_report(config: Config, names: set[str] | None) -> FailoverReport:
     if not _kafka_answers(kafka, ingress.region, report):
         return report
     checkpoints = CheckpointStore(kafka, ingress.checkpoint_topic, ingress.checkpoint_partitions)
-    _replayed(checkpoints, partitions)
-    try:
-        rows = translate_exported(config, kafka, sources, counts, names)
-    except ReplicatorError as exc:
-        unreachable.append(f"consumer groups not translated: {exc}")
-        rows = []
+    rows: list[GroupPartition] = []
+    if _replayed(checkpoints, partitions, report):  # else nothing to translate into
+        try:
+            rows = translate_exported(config, kafka, sources, counts, names)
+        except ReplicatorError as exc:
+            unreachable.append(f"consumer groups not translated: {exc}")
     report.groups = _groups(kafka, ingress.region, rows, names, unreachable)
     return report
 
@@ -289,14 +292,15 @@ def _relay_report(config: Config, names: set[str] | None) -> FailoverReport:
     if not _kafka_answers(kafka, relay.destination, report):
         return report
     checkpoints = CheckpointStore(kafka, relay.checkpoint_topic, relay.checkpoint_partitions)
-    _replayed(checkpoints, partitions)
+    replayed = _replayed(checkpoints, partitions, report)
     for row in partitions:
         row.available_end = row.replayed_until
-    try:
-        rows = translate_upstream(config, kafka, names, relay.consumer_groups)
-    except (ReplicatorError, KafkaException) as exc:
-        unreachable.append(f"consumer groups not translated: {exc}")
-        rows = []
+    rows: list[GroupPartition] = []
+    if replayed:
+        try:
+            rows = translate_upstream(config, kafka, names, relay.consumer_groups)
+        except (ReplicatorError, KafkaException) as exc:
+            unreachable.append(f"consumer groups not translated: {exc}")
     report.groups = _groups(kafka, relay.destination, rows, names, unreachable)
     return report
 
@@ -323,7 +327,27 @@ def _upstream_ends(config: Config, relay: RelayConfig) -> dict[tuple[str, int], 
 # -- shared -------------------------------------------------------------------------------
 
 
-def _replayed(checkpoints: CheckpointStore, partitions: list[PartitionReadiness]) -> None:
+def _replayed(
+    checkpoints: CheckpointStore, partitions: list[PartitionReadiness], report: FailoverReport
+) -> bool:
+    """Each row's replayed position, from the checkpoints. False when the checkpoint topic
+    does not exist: nothing was ever written into the region (the report says so)."""
+    try:
+        metadata = AdminClient(checkpoints.kafka).list_topics(
+            checkpoints.topic, timeout=REACH_TIMEOUT
+        )
+        exists = metadata.topics[checkpoints.topic].error is None
+    except KafkaException as exc:
+        report.unreachable.append(
+            f"checkpoint topic {checkpoints.topic}: positions unknown ({exc.args[0].str()})"
+        )
+        return False
+    if not exists:
+        report.notes.append(
+            f"checkpoint topic {checkpoints.topic} does not exist in "
+            f"{report.destination_region}: nothing has been replayed there yet"
+        )
+        return False
     for row in partitions:
         target = WriteTarget(row.source, row.destination_topic, row.source.partition)
         try:
@@ -334,6 +358,7 @@ def _replayed(checkpoints: CheckpointStore, partitions: list[PartitionReadiness]
         row.replayed_until = point.next_source_offset
         if point.checkpoint is not None:
             row.halted = point.checkpoint.halted
+    return True
 
 
 def _groups(
@@ -442,6 +467,8 @@ def render(report: FailoverReport, now: float | None = None) -> str:
                 )
             )
     lines += _columns(by_group)
+    if report.notes:
+        lines += ["", "Notes:"] + [f"  {escape(note)}" for note in report.notes]
     if report.unreachable:
         lines += ["", "NOT REACHED (the report is incomplete; not ready):"]
         lines += [f"  {escape(what)}" for what in report.unreachable]
