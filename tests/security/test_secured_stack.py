@@ -104,15 +104,18 @@ class SecuredStack:
     def admin(self, region: str) -> AdminClient:
         return AdminClient(self.admin_settings(region))
 
-    def start(self, service: str, *args: str) -> subprocess.Popen[str]:
-        """``replicator <args> --config ...`` as ``service``'s user, in the background."""
-        return subprocess.Popen(
-            [sys.executable, "-m", "replicator", *args, "--config", str(self.path)],
-            env={**os.environ, **self.material.service_env(service)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+    def start(self, service: str, *args: str) -> tuple[subprocess.Popen[bytes], Path]:
+        """``replicator <args> --config ...`` as ``service``'s user, in the background,
+        logging to a file of its own (returned)."""
+        log = self.root / f"{service}.log"
+        with log.open("wb") as sink:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "replicator", *args, "--config", str(self.path)],
+                env={**os.environ, **self.material.service_env(service)},
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+        return process, log
 
     def run(
         self,
@@ -199,8 +202,7 @@ def test_each_service_runs_as_its_own_user_with_only_the_documented_acls(secured
     wait_for_replication(secured)
     ingress = secured.run("ingress", "ingress", "--stop-at-end")
     assert ingress.returncode == 0, ingress.stderr[-3000:]
-    _, relay_errors = relay.communicate(timeout=300)
-    assert relay.returncode == 0, relay_errors[-3000:]
+    assert relay[0].wait(300) == 0, relay[1].read_text()[-3000:]
 
     # Exactly once, in order, per partition: read_committed readers of both copies.
     assert records(secured, DESTINATION_REGION, INGRESS_COPY) == source
