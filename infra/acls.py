@@ -119,25 +119,27 @@ def acl_bindings(
 ) -> list[AclBinding]:
     """ALLOW bindings for ``rows``: ``users`` maps a service to its user (services not in
     it are left out); ``topics`` maps each source topic to its destination topic and
-    ``groups`` names the application groups, filling the placeholders. Pure."""
+    ``groups`` names the application groups, filling the placeholders. Each binding once
+    (a topic both read and written under one name is one binding, as the Admin API
+    wants). Pure."""
     applications = sorted(set(groups))
-    bindings = []
+    bindings: list[AclBinding] = []
     for row in rows:
         user = users.get(row.service)
         if user is None:
             continue
         for name in _names(row.name, topics, applications):
-            bindings.append(
-                AclBinding(
-                    _RESOURCES[row.resource],
-                    "kafka-cluster" if row.resource == "cluster" else name,
-                    _PATTERNS[row.pattern],
-                    f"User:{user}",
-                    "*",
-                    _operation(row.operation),
-                    AclPermissionType.ALLOW,
-                )
+            binding = AclBinding(
+                _RESOURCES[row.resource],
+                "kafka-cluster" if row.resource == "cluster" else name,
+                _PATTERNS[row.pattern],
+                f"User:{user}",
+                "*",
+                _operation(row.operation),
+                AclPermissionType.ALLOW,
             )
+            if binding not in bindings:
+                bindings.append(binding)
     return bindings
 
 

@@ -90,3 +90,11 @@ def test_a_secured_broker_has_no_plaintext_listener_and_nothing_open(tmp_path):
     assert properties["allow.everyone.if.no.acl.found"] == "false"
     assert properties["super.users"] == f"User:{BROKER_USER}"
     assert "PLAINTEXT" not in properties["listeners"] + properties["advertised.listeners"]
+
+
+def test_a_topic_replicated_under_its_own_name_gives_each_binding_once():
+    """A relay reads ``<source topic>`` and ``<destination topic>``: with one name for
+    both, one binding (the Admin API refuses a request holding the same binding twice)."""
+    bindings = acl_bindings(read_acl_table(), dict(SERVICE_USERS), {"t": "t"}, ["app"])
+    assert len(bindings) == len(set(bindings))
+    assert len(bindings) == len({str(b) for b in bindings})
