@@ -37,6 +37,7 @@ from pathlib import Path
 
 from infra.errors import StackError
 from infra.ports import free_port
+from infra.security import SecurityMaterial, broker_settings, scram_arguments
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,9 @@ class BrokerSpec:
     directory: Path
     settings: Mapping[str, str] = field(default_factory=dict)
     """Overrides and additions to the generated ``server.properties``."""
+    security: SecurityMaterial | None = None
+    """The secured mode (:mod:`infra.security`): every listener SASL_SSL with SCRAM, ACLs
+    enforced with nothing allowed by default; None for plaintext."""
 
     @property
     def bootstrap(self) -> str:
@@ -221,6 +225,8 @@ def server_properties(spec: BrokerSpec, controller_port: int) -> dict[str, str]:
         "log.dirs": str(spec.data_dir),
         **ONE_NODE_SETTINGS,
     }
+    if spec.security is not None:
+        properties.update(broker_settings(spec.security, host, spec.port, controller_port))
     properties.update(spec.settings)
     return properties
 
@@ -236,6 +242,9 @@ rootLogger.level = WARN
 rootLogger.appenderRef.out.ref = out
 logger.server.name = kafka.server.KafkaRaftServer
 logger.server.level = INFO
+# What the authorizer refused, naming the principal, operation and resource.
+logger.authorizer.name = kafka.authorizer.logger
+logger.authorizer.level = INFO
 """
 
 
@@ -250,7 +259,10 @@ def read_properties(path: Path) -> dict[str, str]:
 
 
 def write_properties(path: Path, properties: Mapping[str, str]) -> None:
-    path.write_text("".join(f"{name}={value}\n" for name, value in properties.items()))
+    """Written readable by the owner only: a secured broker's file holds its password."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write("".join(f"{name}={value}\n" for name, value in properties.items()))
 
 
 def _controller_port(spec: BrokerSpec) -> int:
@@ -284,6 +296,7 @@ def prepare(spec: BrokerSpec) -> None:
             "--config",
             str(spec.properties_file),
             "--ignore-formatted",
+            *(scram_arguments(spec.security) if spec.security is not None else []),
         ],
         capture_output=True,
         text=True,

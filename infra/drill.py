@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
@@ -35,6 +35,7 @@ from typing import IO, Any, cast
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from infra.acls import acl_bindings, apply_acls, read_acl_table
 from infra.archive_reader import archived_records
 from infra.drill_report import (
     Record,
@@ -46,8 +47,9 @@ from infra.drill_report import (
     render_summary,
 )
 from infra.errors import DrillFailedError
-from infra.local_config import local_regions, running_stack
+from infra.local_config import local_regions, running_stack, security_material
 from infra.ports import free_port
+from infra.security import BROKER_USER, SERVICE_USERS, SecurityMaterial
 from replicator.core.aws.clients import s3_client
 from replicator.core.config import Config, required
 from replicator.core.groups.stored import read_group_offsets
@@ -62,6 +64,15 @@ log = logging.getLogger(__name__)
 PLAIN: dict[str, Any] = {"logger": client_logger()}
 """What the drill's own clients share: librdkafka's lines through Python logging, with
 repeats held back, as the services' clients."""
+Cluster = dict[str, Any] | str
+"""The drill's own clients of one cluster: librdkafka settings (bootstrap servers, and on
+the secured stack the administrator's SASL_SSL settings), or bootstrap servers alone."""
+
+
+def settings(cluster: Cluster) -> dict[str, Any]:
+    """librdkafka settings of ``cluster``."""
+    return {"bootstrap.servers": cluster} if isinstance(cluster, str) else cluster
+
 
 SOURCE = "us-east-1"
 DESTINATION = "us-west-1"
@@ -142,6 +153,9 @@ class DrillOptions:
     this fraction of those is replayed: mid-stream, with work on both sides of the kill."""
     drain_timeout: float = 180.0
     """Longest wait, after production ends, for the destination to catch up."""
+    secured: bool = False
+    """Every broker listener on SASL_SSL with SCRAM-SHA-512 and ACLs enforced; each
+    service runs as its own user holding only the ACLs ``docs/security.md`` lists."""
 
 
 @dataclass
@@ -170,8 +184,8 @@ class Workload:
     different. Clicks: no key, three headers, one of them sometimes with a null value.
     """
 
-    def __init__(self, bootstrap: str, options: DrillOptions) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, cluster: Cluster, options: DrillOptions) -> None:
+        self.cluster = cluster
         self.options = options
         self.produced = 0
         self.done = threading.Event()
@@ -196,7 +210,7 @@ class Workload:
         producer = Producer(
             {
                 **PLAIN,
-                "bootstrap.servers": self.bootstrap,
+                **settings(self.cluster),
                 "linger.ms": 20,
                 "compression.type": "lz4",
             }
@@ -267,8 +281,8 @@ class DestinationTail:
     failing over would) and records, per record, the seconds from its source timestamp to
     the moment it became readable: the end-to-end lag."""
 
-    def __init__(self, bootstrap: str, destinations: dict[str, str], partitions: int) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, cluster: Cluster, destinations: dict[str, str], partitions: int) -> None:
+        self.cluster = cluster
         self.destinations = destinations  # source topic -> destination topic
         self.partitions = partitions
         self.counts: dict[tuple[str, int], int] = {}
@@ -290,7 +304,7 @@ class DestinationTail:
         consumer = Consumer(
             {
                 **PLAIN,
-                "bootstrap.servers": self.bootstrap,
+                **settings(self.cluster),
                 "group.id": "drill-tail",
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
@@ -332,10 +346,18 @@ class DestinationTail:
 class Service:
     """One ``replicator`` subprocess in its own process group, logging to a file."""
 
-    def __init__(self, name: str, args: Sequence[str], log_path: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        args: Sequence[str],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.args = list(args)
         self.log_path = log_path
+        self.env = dict(env or {})
+        """Added to the drill's environment: on the secured stack, the service's own user."""
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -345,6 +367,7 @@ class Service:
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env={**os.environ, **self.env},
             )
 
     @property
@@ -396,6 +419,8 @@ class Drill:
         self.options = options
         self.out = out if out is not None else sys.stdout
         self.started = time.monotonic()
+        self.material: SecurityMaterial | None = None
+        """The secured stack's CA and users (None: plaintext)."""
 
     def say(self, text: str) -> None:
         self.out.write(f"[{time.monotonic() - self.started:5.0f}s] {text}\n")
@@ -407,9 +432,13 @@ class Drill:
             shutil.rmtree(root)
         (root / "logs").mkdir(parents=True)
         config_path = root / "demo.toml"
+        if self.options.secured:
+            self.material = security_material(root / "stack")
         toml = (
             "# Written by the disaster-recovery drill (make demo); ports are free ones.\n"
-            + local_regions("demo")
+            + local_regions(
+                "demo", ca_location=self.material.ca_file if self.material is not None else None
+            )
             + JOB_SECTIONS.format(
                 egress_metrics=free_port(), ingress_metrics=free_port(), root=root
             )
@@ -417,7 +446,9 @@ class Drill:
         self.say(f"starting the local stack (config {config_path})")
         services: list[Service] = []
         try:
-            with running_stack(config_path, toml, root / "stack") as config:
+            with running_stack(
+                config_path, toml, root / "stack", secured=self.options.secured
+            ) as config:
                 try:
                     return self._drill(config, config_path, root, services)
                 finally:
@@ -430,8 +461,7 @@ class Drill:
         self, config: Config, config_path: Path, root: Path, services: list[Service]
     ) -> DrillResult:
         options = self.options
-        east = config.region(SOURCE).kafka.bootstrap_servers
-        west = config.region(DESTINATION).kafka.bootstrap_servers
+        east, west = self._cluster(config, SOURCE), self._cluster(config, DESTINATION)
         create_workload_topics(east, options.partitions)
         self.say(
             f"created {ACCOUNTS} (compacted, keyed, tombstones) and {CLICKS} (headers), "
@@ -439,9 +469,14 @@ class Drill:
         )
         egress_config, ingress_config = required(config, "egress"), required(config, "ingress")
         destinations = {s.topic: s.destination for s in ingress_config.sources}
+        self._grant_acls(east, west, destinations)
         common = ["--config", str(config_path)]
-        egress = Service("egress", ["egress", *common], root / "logs" / "egress.log")
-        ingress = Service("ingress", ["ingress", *common], root / "logs" / "ingress-1.log")
+        egress = Service(
+            "egress", ["egress", *common], root / "logs" / "egress.log", self._env("egress")
+        )
+        ingress = Service(
+            "ingress", ["ingress", *common], root / "logs" / "ingress-1.log", self._env("ingress")
+        )
         services += [egress, ingress]
         egress.start()
         ingress.start()
@@ -482,7 +517,12 @@ class Drill:
                 old = ingress.pid
                 ingress.kill()
                 services.remove(ingress)
-                ingress = Service("ingress", ["ingress", *common], root / "logs" / "ingress-2.log")
+                ingress = Service(
+                    "ingress",
+                    ["ingress", *common],
+                    root / "logs" / "ingress-2.log",
+                    self._env("ingress"),
+                )
                 services.append(ingress)
                 ingress.start()
                 self.say(
@@ -528,6 +568,7 @@ class Drill:
             stderr=(root / "logs" / "compaction.log").open("wb"),
             text=True,
             timeout=600,
+            env={**os.environ, **self._env("compaction")},
         )
         if compaction.returncode != 0:
             result.problems.append(
@@ -551,8 +592,7 @@ class Drill:
         partition at 0, one at the end), egress exports them, ``replicator failover
         --apply`` commits the translated offsets, and a consumer of the group in the
         destination must read first, per partition, exactly the record it had committed."""
-        east = config.region(SOURCE).kafka.bootstrap_servers
-        west = config.region(DESTINATION).kafka.bootstrap_servers
+        east, west = self._cluster(config, SOURCE), self._cluster(config, DESTINATION)
         ends = source_ends(east, self.options.partitions)
         committed = {p: ends[(CLICKS, p)] * 2 // 3 for p in range(self.options.partitions)}
         committed[0], committed[self.options.partitions - 1] = (
@@ -589,6 +629,7 @@ class Drill:
             capture_output=True,
             text=True,
             timeout=300,
+            env={**os.environ, **self._env("failover")},
         )
         self.say(f"replicator failover --group {APP_GROUP} --apply (exit {failover.returncode}):")
         self.out.write(failover.stdout)
@@ -617,6 +658,28 @@ class Drill:
                 f"a consumer of {APP_GROUP} in {DESTINATION} read first exactly the records "
                 "it had not read in the source"
             )
+
+    def _cluster(self, config: Config, region: str) -> Cluster:
+        """The drill's own clients of ``region``: the administrator on the secured stack."""
+        admin = self.material.client_settings(BROKER_USER) if self.material is not None else {}
+        return {"bootstrap.servers": config.region(region).kafka.bootstrap_servers, **admin}
+
+    def _env(self, service: str) -> dict[str, str]:
+        """What a service process adds to its environment: its own user (secured)."""
+        return self.material.service_env(service) if self.material is not None else {}
+
+    def _grant_acls(self, east: Cluster, west: Cluster, destinations: dict[str, str]) -> None:
+        """On the secured stack, each service's ACLs exactly as ``docs/security.md`` lists
+        them, in both clusters (a service is granted in both what it needs in either)."""
+        if self.material is None:
+            return
+        bindings = acl_bindings(read_acl_table(), SERVICE_USERS, destinations, [APP_GROUP])
+        for cluster in (east, west):
+            apply_acls(AdminClient({**PLAIN, **settings(cluster)}), bindings)
+        self.say(
+            f"applied the {len(bindings)} ACLs of docs/security.md in both regions; each "
+            "service runs as its own user (SASL_SSL, SCRAM-SHA-512)"
+        )
 
     def _wait_for_egress(self, egress: Service) -> None:
         """Production starts once egress's streaming query runs, so that the lag measured
@@ -648,8 +711,7 @@ class Drill:
         tail: DestinationTail,
         result: DrillResult,
     ) -> TopicSummary:
-        east = config.region(SOURCE).kafka.bootstrap_servers
-        west = config.region(DESTINATION).kafka.bootstrap_servers
+        east, west = self._cluster(config, SOURCE), self._cluster(config, DESTINATION)
         summary = TopicSummary(topic, destination, partitions=self.options.partitions)
         summary.lags = tail.lags[topic]
         store = SegmentStore.for_region(config, SOURCE)
@@ -690,9 +752,9 @@ class Drill:
         return summary
 
 
-def create_workload_topics(bootstrap: str, partitions: int) -> None:
+def create_workload_topics(cluster: Cluster, partitions: int) -> None:
     """The workload's two topics: accounts compacted, clicks plain."""
-    admin = AdminClient({**PLAIN, "bootstrap.servers": bootstrap})
+    admin = AdminClient({**PLAIN, **settings(cluster)})
     futures = admin.create_topics(
         [
             NewTopic(ACCOUNTS, partitions, config={"cleanup.policy": "compact"}),
@@ -703,8 +765,8 @@ def create_workload_topics(bootstrap: str, partitions: int) -> None:
         future.result(timeout=30)
 
 
-def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer({**PLAIN, "bootstrap.servers": bootstrap, "group.id": group})
+def commit_group(cluster: Cluster, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer({**PLAIN, **settings(cluster), "group.id": group})
     try:
         consumer.commit(
             offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
@@ -713,7 +775,9 @@ def commit_group(bootstrap: str, group: str, topic: str, offsets: dict[int, int]
         consumer.close()
 
 
-def first_reads(bootstrap: str, group: str, topic: str, wanted: set[int]) -> dict[int, int | None]:
+def first_reads(
+    cluster: Cluster, group: str, topic: str, wanted: set[int]
+) -> dict[int, int | None]:
     """The source offset (provenance) of the first record a consumer of ``group`` reads
     from each partition of ``topic``, starting at the group's committed offsets: until
     every partition of ``wanted`` gave one, then 2 s more (a record in another partition
@@ -721,7 +785,7 @@ def first_reads(bootstrap: str, group: str, topic: str, wanted: set[int]) -> dic
     consumer = Consumer(
         {
             **PLAIN,
-            "bootstrap.servers": bootstrap,
+            **settings(cluster),
             "group.id": group,
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
@@ -748,8 +812,8 @@ def first_reads(bootstrap: str, group: str, topic: str, wanted: set[int]) -> dic
     return first
 
 
-def source_ends(bootstrap: str, partitions: int) -> dict[tuple[str, int], int]:
-    consumer = Consumer({**PLAIN, "bootstrap.servers": bootstrap, "group.id": "drill-ends"})
+def source_ends(cluster: Cluster, partitions: int) -> dict[tuple[str, int], int]:
+    consumer = Consumer({**PLAIN, **settings(cluster), "group.id": "drill-ends"})
     try:
         return {
             (topic, p): consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
@@ -760,12 +824,12 @@ def source_ends(bootstrap: str, partitions: int) -> dict[tuple[str, int], int]:
         consumer.close()
 
 
-def read_partition(bootstrap: str, topic: str, partition: int) -> list[Record]:
+def read_partition(cluster: Cluster, topic: str, partition: int) -> list[Record]:
     """Every record of one partition, read_committed, with a plain consumer."""
     consumer = Consumer(
         {
             **PLAIN,
-            "bootstrap.servers": bootstrap,
+            **settings(cluster),
             "group.id": "drill-verify",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
@@ -862,6 +926,12 @@ def main(argv: Sequence[str] | None = None, exit: Callable[[int], Any] = sys.exi
     parser.add_argument("--seconds", type=float, default=DrillOptions.seconds)
     parser.add_argument("--partitions", type=int, default=DrillOptions.partitions)
     parser.add_argument("--workdir", type=Path, default=Path(".replicator/demo"))
+    parser.add_argument(
+        "--security",
+        choices=["plaintext", "sasl_ssl"],
+        default="plaintext",
+        help="sasl_ssl: brokers demand SASL_SSL (SCRAM-SHA-512) and enforce ACLs",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     options = DrillOptions(
@@ -869,6 +939,7 @@ def main(argv: Sequence[str] | None = None, exit: Callable[[int], Any] = sys.exi
         records=args.records,
         seconds=args.seconds,
         partitions=args.partitions,
+        secured=args.security == "sasl_ssl",
     )
     exit(0 if run_drill(options).passed else 1)
 

@@ -8,6 +8,10 @@ S3 replication stand-in, all derived from a deployment config.
   ingress region's notification queue (plus a dead-letter queue as its redrive target)
   receiving ``s3:ObjectCreated:*`` and ``s3:ObjectRemoved:*``, and a lifecycle rule that
   aborts incomplete multipart uploads.
+- Secured mode (``security = "sasl_ssl"``, chosen by a config whose regions all say
+  ``security_protocol = "SASL_SSL"``, or by ``replicator stack up --security sasl_ssl``):
+  every broker listener on SASL_SSL with SCRAM-SHA-512 and ACLs enforced, with the CA,
+  certificates and users made under ``<state_dir>/security`` (:mod:`infra.security`).
 - Replication: :mod:`infra.replication` copies each ingress source region's bucket into
   the ingress region's bucket, as S3 CRR does in AWS.
 
@@ -32,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlparse
 
 import boto3
@@ -45,6 +49,7 @@ from infra.broker import BrokerSpec
 from infra.broker import command as broker_command
 from infra.broker import prepare as prepare_broker
 from infra.errors import StackError
+from infra.security import BROKER_USER, SECURITY_PROTOCOL, SecurityMaterial, make_material
 from replicator.core.config import Config
 from replicator.core.kafka.client_logs import client_logger
 
@@ -54,6 +59,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+Security = Literal["plaintext", "sasl_ssl"]
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 STARTUP_TIMEOUT = 60.0
 DLQ_SUFFIX = "-dlq"
@@ -94,9 +100,31 @@ class StackSpec:
     """bucket -> queue receiving its notifications (in the bucket's AWS region)"""
     replication: tuple[tuple[str, str], ...] = ()
     """(source bucket, destination bucket) pairs"""
+    security: Security = "plaintext"
+    """``sasl_ssl``: every broker listener SASL_SSL with SCRAM-SHA-512 and ACLs enforced."""
+
+    @property
+    def material(self) -> SecurityMaterial | None:
+        """The secured stack's CA, certificates and users; None when plaintext."""
+        if self.security != "sasl_ssl":
+            return None
+        return SecurityMaterial(self.state_dir / "security")
+
+    def admin_settings(self) -> dict[str, str]:
+        """librdkafka settings of the stack's administrator (the brokers' own user when
+        secured; nothing when plaintext)."""
+        material = self.material
+        return material.client_settings(BROKER_USER) if material is not None else {}
 
     @classmethod
-    def from_config(cls, config: Config, state_dir: str | os.PathLike[str]) -> StackSpec:
+    def from_config(
+        cls,
+        config: Config,
+        state_dir: str | os.PathLike[str],
+        security: Security | None = None,
+    ) -> StackSpec:
+        """``security`` None: what the config's regions say (``sasl_ssl`` when every
+        region's ``security_protocol`` is SASL_SSL)."""
         if not config.s3.endpoint_url:
             raise StackError("the local stack needs [s3] endpoint_url (it runs the S3 endpoint)")
         brokers = {}
@@ -114,6 +142,9 @@ class StackSpec:
                 if pair not in pairs:
                     pairs.append(pair)
         secret = config.s3.secret_access_key
+        if security is None:
+            protocols = {r.kafka.security_protocol for r in config.regions.values()}
+            security = "sasl_ssl" if protocols == {SECURITY_PROTOCOL} else "plaintext"
         return cls(
             state_dir=Path(state_dir),
             s3_endpoint=config.s3.endpoint_url,
@@ -126,6 +157,7 @@ class StackSpec:
             },
             queues=queues,
             replication=tuple(pairs),
+            security=security,
         )
 
     def services(self) -> list[Service]:
@@ -145,14 +177,14 @@ class StackSpec:
             )
         ]
         for region, (host, port) in self.brokers.items():
-            broker = broker_spec(self.state_dir, region, host, port)
+            broker = broker_spec(self.state_dir, region, host, port, self.material)
             services.append(
                 Service(
                     f"kafka-{region}",
                     broker_command(broker),
                     host,
                     port,
-                    prepare=partial(prepare_broker, broker),
+                    prepare=partial(_prepare_broker, broker),
                 )
             )
         if self.replication:
@@ -194,9 +226,23 @@ def _single_local_address(bootstrap: str, where: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def broker_spec(state_dir: Path, region: str, host: str, port: int) -> BrokerSpec:
-    """The broker of ``region``: its settings and data under ``state_dir/kafka-<region>``."""
-    return BrokerSpec(host, port, state_dir / f"kafka-{region}")
+def broker_spec(
+    state_dir: Path,
+    region: str,
+    host: str,
+    port: int,
+    material: SecurityMaterial | None = None,
+) -> BrokerSpec:
+    """The broker of ``region``: its settings and data under ``state_dir/kafka-<region>``,
+    secured with ``material`` when given."""
+    return BrokerSpec(host, port, state_dir / f"kafka-{region}", security=material)
+
+
+def _prepare_broker(broker: BrokerSpec) -> None:
+    """A secured broker's CA, certificate and users exist before its storage is formatted."""
+    if broker.security is not None:
+        make_material(broker.security.directory)
+    prepare_broker(broker)
 
 
 # ---------------------------------------------------------------------------------------
@@ -286,7 +332,11 @@ class Stack:
             if service.name == "s3":
                 self._wait(service, deadline, self._s3_ready)
             elif service.name.startswith("kafka-"):
-                self._wait(service, deadline, lambda s=service: _kafka_ready(s))
+                self._wait(
+                    service,
+                    deadline,
+                    partial(_kafka_ready, service, self.spec.admin_settings()),
+                )
         self.provision()
         for service in services:
             if service.name == "replication":
@@ -423,8 +473,9 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, os.WNOHANG)
 
 
-def _kafka_ready(service: Service) -> bool:
+def _kafka_ready(service: Service, settings: dict[str, str]) -> bool:
     conf: dict[str, Any] = {
+        **settings,
         "bootstrap.servers": service.endpoint,
         "socket.timeout.ms": 1000,
         "logger": client_logger(),

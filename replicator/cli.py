@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from replicator import __version__
 from replicator.core.config import Config, load_config, required
@@ -20,6 +21,9 @@ from replicator.core.logs import configure_logging, current_logging
 from replicator.core.signals import stop_on_signals
 from replicator.core.spark_environment import explain_executor_failure
 from replicator.core.untrusted_text import escape
+
+if TYPE_CHECKING:
+    from infra.security import SecurityMaterial
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +35,27 @@ def _load(args: argparse.Namespace) -> Config:
     return load_config(args.config)
 
 
+def _check_kafka(config: Config, *regions: str) -> None:
+    """Stop before any work, with one clear error, when a region's cluster refuses this
+    service's user or certificate (see ``check_access``)."""
+    from replicator.core.kafka.clients import check_access
+
+    for region in dict.fromkeys(regions):
+        check_access(config.region(region).kafka, region)
+
+
 def _stack(args: argparse.Namespace) -> int:
     from infra.stack import Stack, StackSpec
 
-    stack = Stack(StackSpec.from_config(_load(args), args.state_dir))
+    stack = Stack(StackSpec.from_config(_load(args), args.state_dir, args.security))
     if args.action == "up":
         states = stack.up()
         print("local stack is up:")
         for state in states:
             print(f"  {state.service.name:<20} {state.service.endpoint:<22} {state.status}")
         print(f"logs and pid files: {stack.state_dir}")
+        if stack.spec.material is not None:
+            print(_secured_stack_help(stack.spec.material))
     elif args.action == "down":
         stopped = stack.down()
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
@@ -52,11 +67,39 @@ def _stack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _secured_stack_help(material: SecurityMaterial) -> str:
+    """How to point the services at the secured stack (no password is printed)."""
+    from infra.security import (
+        BROKER_USER,
+        PASSWORD_ENV,
+        SASL_MECHANISM,
+        SECURITY_PROTOCOL,
+        SERVICE_USERS,
+        USERNAME_ENV,
+    )
+
+    users = ", ".join(f"{service}={user}" for service, user in SERVICE_USERS.items())
+    return (
+        f"brokers demand {SECURITY_PROTOCOL} ({SASL_MECHANISM}) and enforce ACLs "
+        "(none granted yet: docs/security.md lists each service's)\n"
+        f"  CA to trust      {material.ca_file}\n"
+        f"  users            {users}; {BROKER_USER} (the brokers' own, the only super user)\n"
+        f"  passwords        {material.users_file} (mode 0600)\n"
+        "  in each region's [regions.NAME.kafka]:\n"
+        f'    security_protocol = "{SECURITY_PROTOCOL}"\n'
+        f'    sasl_mechanism = "{SASL_MECHANISM}"\n'
+        f'    sasl_username = "${{{USERNAME_ENV}}}"\n'
+        f'    sasl_password = "${{{PASSWORD_ENV}}}"\n'
+        f'    ssl_ca_location = "{material.ca_file}"\n'
+        f"  and start each service with {USERNAME_ENV} and {PASSWORD_ENV} set to its own user"
+    )
+
+
 def _egress(args: argparse.Namespace) -> int:
     from egress.job import run_egress
 
     config = _load(args)
-    required(config, "egress")
+    _check_kafka(config, required(config, "egress").region)
     result = run_egress(config, stop_at_end=args.stop_at_end, master=args.master)
     print(f"egress done: {result.batches} batches, {result.records} records read")
     return 0
@@ -66,7 +109,7 @@ def _ingress(args: argparse.Namespace) -> int:
     from ingress.instance import run_ingress
 
     config = _load(args)
-    required(config, "ingress")
+    _check_kafka(config, required(config, "ingress").region)
     return run_ingress(config, stop_at_end=args.stop_at_end)
 
 
@@ -74,7 +117,8 @@ def _relay(args: argparse.Namespace) -> int:
     from relay.service import run_relay
 
     config = _load(args)
-    required(config, "relay")
+    relay = required(config, "relay")
+    _check_kafka(config, relay.destination, relay.sources[0])
     return run_relay(config, stop_at_end=args.stop_at_end)
 
 
@@ -165,6 +209,10 @@ def _failover(args: argparse.Namespace) -> int:
     from replicator.failover import apply, collect, render
 
     config = _load(args)
+    if config.ingress is not None:
+        _check_kafka(config, config.ingress.region)
+    elif config.relay is not None:
+        _check_kafka(config, config.relay.destination)
     report = collect(config, args.group or ())
     if args.apply:
         apply(config, report)
@@ -201,6 +249,8 @@ def _restore(args: argparse.Namespace) -> int:
         group_names=args.group,
     )
     job = RestoreJob(config, request, master=args.master, say=lambda line: print(line, flush=True))
+    if job.into_region is not None:
+        _check_kafka(config, job.into_region)
     plans = job.plan()
     if args.plan:
         job.preview_cuts(plans)
@@ -275,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--state-dir",
         default=DEFAULT_STACK_DIR,
         help=f"pid files and logs (default {DEFAULT_STACK_DIR})",
+    )
+    stack.add_argument(
+        "--security",
+        choices=["plaintext", "sasl_ssl"],
+        help="sasl_ssl: every broker listener SASL_SSL (SCRAM-SHA-512) with ACLs enforced, "
+        "a CA and users made under the state directory (default: what the config's regions say)",
     )
     stack.set_defaults(handler=_stack)
 

@@ -18,7 +18,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.core.config import KafkaConfig
 from replicator.core.kafka.client_logs import client_logger
-from replicator.core.kafka.errors import BrokerError, ServiceTopicError
+from replicator.core.kafka.errors import (
+    AuthorizationError,
+    BrokerError,
+    KafkaAccessError,
+    ServiceTopicError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +61,91 @@ def client_config(kafka: KafkaConfig, **overrides: Any) -> dict[str, Any]:
     return conf
 
 
+ACCESS_REFUSED = {
+    KafkaError._AUTHENTICATION: "SASL authentication failed",
+    KafkaError.SASL_AUTHENTICATION_FAILED: "SASL authentication failed",
+    KafkaError._SSL: "the TLS handshake failed",
+}
+"""Client errors that mean the cluster will not talk to this client as configured."""
+ACCESS_CHECK_TIMEOUT = 15.0
+ACCESS_CHECK_ATTEMPT = 1.0
+
+
+def check_access(kafka: KafkaConfig, region: str, timeout: float = ACCESS_CHECK_TIMEOUT) -> None:
+    """Ask ``region``'s cluster for its metadata once a second until it answers, as the
+    service's clients will; raise :class:`KafkaAccessError` at the first SASL
+    authentication or TLS handshake failure, naming the region, the user and the client's
+    reason.
+
+    Why: librdkafka treats both as a broker that is down and reconnects for ever (an
+    untrusted certificate: about 20 handshakes a second per client), so a service would
+    hang or log the same failure endlessly. Checked before a service starts, the first
+    refusal stops it with one clear error. A cluster that does not answer at all within
+    ``timeout`` is left to the service's own waiting (this is no availability check)."""
+    refusals: list[KafkaError] = []
+    conf = client_config(kafka, socket_timeout_ms=int(ACCESS_CHECK_ATTEMPT * 1000))
+    conf["error_cb"] = refusals.append
+    admin = AdminClient(conf)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            admin.list_topics(timeout=ACCESS_CHECK_ATTEMPT)
+            return
+        except KafkaException:
+            admin.poll(0)  # serves error_cb
+        refused = next((e for e in refusals if e.code() in ACCESS_REFUSED), None)
+        if refused is not None:
+            raise access_error(kafka, region, refused)
+        if time.monotonic() > deadline:
+            return
+
+
+def access_error(kafka: KafkaConfig, region: str, error: KafkaError) -> KafkaAccessError:
+    """The error naming why ``region`` refused the client (see :func:`check_access`)."""
+    user = f" as user {kafka.sasl_username!r}" if kafka.sasl_username else ""
+    if error.code() == KafkaError._SSL:
+        hint = (
+            f"the broker's certificate is not trusted by ssl_ca_location "
+            f"{kafka.ssl_ca_location or '(system CAs)'} or does not name the host"
+        )
+    else:
+        hint = f"check the user and password ({kafka.sasl_mechanism})"
+    return KafkaAccessError(
+        f"region {region}: Kafka at {kafka.bootstrap_servers} refused the connection{user}: "
+        f"{ACCESS_REFUSED[error.code()]} ({error.name()}; {hint}): {error.str()}",
+        code=error.code(),
+    )
+
+
+AUTHORIZATION_FAILED = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    }
+)
+"""Broker answers meaning an ACL does not allow the operation: never worth repeating."""
+
+
+def refuse_if_unauthorized(topic: Any, name: str) -> None:
+    """Raise :class:`AuthorizationError` when the metadata of topic ``name`` (``topic``:
+    its ``TopicMetadata`` or None) says this client may not describe it: such a topic
+    shows no partitions and no leaders, and waiting for them would only time out."""
+    error = getattr(topic, "error", None)
+    if error is not None and error.code() in AUTHORIZATION_FAILED:
+        raise authorization_error("Describe", f"topic {name!r}", error)
+
+
+def authorization_error(operation: str, resource: str, error: KafkaError) -> AuthorizationError:
+    """The error naming the operation and the resource an ACL did not allow."""
+    return AuthorizationError(
+        f"not allowed to {operation} {resource} ({error.name()}): grant the ACL "
+        f"docs/security.md lists for this service; {error.str()}",
+        code=error.code(),
+    )
+
+
 def redacted(conf: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``conf`` safe to log: secret-looking values are masked."""
     return {
@@ -78,6 +168,7 @@ def ensure_topic(
     metadata = admin.list_topics(timeout=timeout)
     if name in metadata.topics and metadata.topics[name].error is None:
         return False
+    refuse_if_unauthorized(metadata.topics.get(name), name)
     futures = admin.create_topics(
         [NewTopic(name, num_partitions=partitions, config=dict(config or {}))],
         operation_timeout=timeout,
@@ -90,6 +181,8 @@ def ensure_topic(
         if error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
             await_leaders(admin, name, partitions, timeout)
             return False
+        if error.code() in AUTHORIZATION_FAILED:
+            raise authorization_error("Create", f"topic {name!r}", error) from None
         raise BrokerError.from_kafka(f"cannot create topic {name!r}", error) from None
     await_leaders(admin, name, partitions, timeout)
     return True
@@ -151,6 +244,7 @@ def await_leaders(admin: AdminClient, name: str, partitions: int, timeout: float
     deadline = time.monotonic() + timeout
     while True:
         topic = admin.list_topics(name, timeout=timeout).topics.get(name)
+        refuse_if_unauthorized(topic, name)
         ready = (
             topic is not None
             and topic.error is None

@@ -59,3 +59,20 @@ class TransactionStillOpenError(BrokerError):
     """A writer's resume point cannot be read yet: a transaction open in its destination or
     checkpoint partition has not ended within the wait. The writer fails and is opened
     again later (a resume read now could miss records and write them twice)."""
+
+
+class KafkaAccessError(BrokerError):
+    """A region's cluster refused this client before any work: SASL authentication failed
+    (wrong user or password, or a mechanism the broker does not offer) or the TLS
+    handshake failed (the broker's certificate is not signed by ``ssl_ca_location``, or
+    its name does not match). Asking again gets the same answer, so the service stops
+    with this error instead of reconnecting in a loop; names the region, the user and
+    the client's own reason (``code``: ``_AUTHENTICATION`` or ``_SSL``)."""
+
+
+class AuthorizationError(BrokerError):
+    """An ACL does not allow an operation the replicator needs (``code``: the broker's
+    ``TOPIC_AUTHORIZATION_FAILED``, ``GROUP_AUTHORIZATION_FAILED``,
+    ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``, ``CLUSTER_AUTHORIZATION_FAILED``); names
+    the operation and the resource. The partition or source it was for halts: asking
+    again gets the same answer until an operator grants the ACL."""

@@ -36,7 +36,7 @@ from confluent_kafka.admin import (
     NewPartitions,
 )
 
-from replicator.core.kafka.clients import await_leaders, ensure_topic
+from replicator.core.kafka.clients import await_leaders, ensure_topic, refuse_if_unauthorized
 from replicator.core.kafka.errors import BrokerError, DestinationTopicError
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,7 @@ def prepare_destination(
     source's partitions the destination takes now."""
     metadata = admin.list_topics(timeout=ADMIN_TIMEOUT)
     existing = metadata.topics.get(topic)
+    refuse_if_unauthorized(existing, topic)
     if existing is not None and existing.error is None:
         have = len(existing.partitions)
         if have >= partitions:

@@ -1,0 +1,299 @@
+"""The services on brokers that demand SASL_SSL (SCRAM-SHA-512) on every listener and
+enforce ACLs with nothing allowed by default: each service runs as its own user holding
+exactly the ACLs of the table in ``docs/security.md`` (parsed and applied here, so the
+table cannot drift); then what a missing ACL, a wrong password and an untrusted
+certificate look like.
+
+One secured stack for the module (its own two brokers, S3 and replication); the tests run
+in order on it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from infra.acls import acl_bindings, apply_acls, read_acl_table
+from infra.drill import read_partition
+from infra.local_config import (
+    DESTINATION_REGION,
+    SOURCE_REGION,
+    local_regions,
+    running_stack,
+    security_material,
+)
+from infra.security import BROKER_USER, PASSWORD_ENV, SERVICE_USERS, SecurityMaterial, make_ca
+from replicator.core.config import Config
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "orders"
+INGRESS_COPY = "orders.replayed"
+RELAY_COPY = "orders.relayed"
+DENIED_SOURCE = "audit"
+"""Relayed into :data:`DENIED_COPY`, on which the relay's user is denied everything."""
+DENIED_COPY = "audit.relayed"
+PARTITIONS = 2
+RECORDS = 200
+
+
+def jobs(root: Path) -> str:
+    return f"""
+[egress]
+region = "{SOURCE_REGION}"
+checkpoint_location = "{root / "egress-checkpoint"}"
+state_dir = "{root / "egress-state"}"
+trigger_interval = "250ms"
+
+[egress.topics."{TOPIC}"]
+max_segment_messages = 60
+
+[ingress]
+region = "{DESTINATION_REGION}"
+relist_interval = "1s"
+segment_events_partitions = 2
+
+[[ingress.sources]]
+region = "{SOURCE_REGION}"
+topic = "{TOPIC}"
+destination_topic = "{INGRESS_COPY}"
+first_segment_delay = "0s"
+
+[relay]
+sources = ["{SOURCE_REGION}"]
+destination = "{DESTINATION_REGION}"
+health_check_interval = "300ms"
+
+[[relay.topics]]
+source_topic = "{TOPIC}"
+destination_topic = "{RELAY_COPY}"
+"""
+
+
+@dataclass
+class SecuredStack:
+    config: Config
+    path: Path
+    root: Path
+    material: SecurityMaterial
+
+    def admin_settings(self, region: str) -> dict[str, Any]:
+        return {
+            "bootstrap.servers": self.config.region(region).kafka.bootstrap_servers,
+            **self.material.client_settings(BROKER_USER),
+        }
+
+    def admin(self, region: str) -> AdminClient:
+        return AdminClient(self.admin_settings(region))
+
+    def start(self, service: str, *args: str) -> tuple[subprocess.Popen[bytes], Path]:
+        """``replicator <args> --config ...`` as ``service``'s user, in the background,
+        logging to a file of its own (returned)."""
+        log = self.root / f"{service}.log"
+        with log.open("wb") as sink:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "replicator", *args, "--config", str(self.path)],
+                env={**os.environ, **self.material.service_env(service)},
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+        return process, log
+
+    def run(
+        self,
+        service: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        config: Path | None = None,
+        timeout: float = 300,
+    ) -> subprocess.CompletedProcess[str]:
+        """``replicator <args> --config ...`` as ``service``'s user (``env`` overrides)."""
+        argv = [sys.executable, "-m", "replicator", *args, "--config", str(config or self.path)]
+        return subprocess.run(
+            argv,
+            env={**os.environ, **self.material.service_env(service), **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredStack]:
+    root = tmp_path_factory.mktemp("secured")
+    material = security_material(root / "stack")
+    toml = local_regions("secured", ca_location=material.ca_file) + jobs(root)
+    path = root / "replicator.toml"
+    with running_stack(path, toml, root / "stack", secured=True) as config:
+        stack = SecuredStack(config, path, root, material)
+        rows = read_acl_table()
+        users = dict(SERVICE_USERS)
+        relay_user = {"relay": users.pop("relay")}
+        bindings = acl_bindings(rows, users, {TOPIC: INGRESS_COPY}) + acl_bindings(
+            rows, relay_user, {TOPIC: RELAY_COPY}
+        )
+        for region in (SOURCE_REGION, DESTINATION_REGION):
+            apply_acls(stack.admin(region), bindings)
+        yield stack
+
+
+def produce(stack: SecuredStack, topic: str, count: int) -> None:
+    admin = stack.admin(SOURCE_REGION)
+    admin.create_topics([NewTopic(topic, PARTITIONS)])[topic].result(timeout=30)
+    producer = Producer(stack.admin_settings(SOURCE_REGION))
+    for i in range(count):
+        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def records(stack: SecuredStack, region: str, topic: str) -> list[list[tuple[bytes, bytes]]]:
+    """Key and value of every record of each partition, read_committed."""
+    settings = stack.admin_settings(region)
+    return [
+        [(r[1] or b"", r[2] or b"") for r in read_partition(settings, topic, p)]
+        for p in range(PARTITIONS)
+    ]
+
+
+def wait_for_replication(stack: SecuredStack, timeout: float = 60) -> None:
+    from infra.stack import Stack, StackSpec
+
+    s3 = Stack(StackSpec.from_config(stack.config, stack.root / "stack")).s3_client()
+
+    def keys(region: str) -> set[str]:
+        listing = s3.list_objects_v2(
+            Bucket=stack.config.bucket(region), Prefix=f"data/{SOURCE_REGION}/{TOPIC}/"
+        )
+        return {item["Key"] for item in listing.get("Contents", [])}
+
+    deadline = time.monotonic() + timeout
+    while not keys(SOURCE_REGION) or keys(DESTINATION_REGION) != keys(SOURCE_REGION):
+        assert time.monotonic() < deadline, "replication did not copy every segment"
+        time.sleep(0.5)
+
+
+def test_each_service_runs_as_its_own_user_with_only_the_documented_acls(secured):
+    produce(secured, TOPIC, RECORDS)
+    source = records(secured, SOURCE_REGION, TOPIC)
+    assert sum(map(len, source)) == RECORDS
+
+    # The relay runs while egress does (they share nothing); ingress after replication.
+    relay = secured.start("relay", "relay", "--stop-at-end")
+    egress = secured.run("egress", "egress", "--stop-at-end", timeout=600)
+    assert egress.returncode == 0, egress.stderr[-3000:]
+    wait_for_replication(secured)
+    ingress = secured.run("ingress", "ingress", "--stop-at-end")
+    assert ingress.returncode == 0, ingress.stderr[-3000:]
+    assert relay[0].wait(300) == 0, relay[1].read_text()[-3000:]
+
+    # Exactly once, in order, per partition: read_committed readers of both copies.
+    assert records(secured, DESTINATION_REGION, INGRESS_COPY) == source
+    assert records(secured, DESTINATION_REGION, RELAY_COPY) == source
+
+    status = secured.run("failover", "status")
+    assert status.returncode == 0, status.stderr[-3000:]
+    assert TOPIC in status.stdout and "unreachable" not in status.stdout, status.stdout
+    failover = secured.run("failover", "failover")
+    assert failover.returncode in (0, 1), failover.stderr[-3000:]
+    assert "not reached" not in failover.stdout and "AUTHORIZATION" not in failover.stdout
+
+
+def test_a_denied_destination_topic_halts_its_source_naming_operation_and_topic(secured):
+    """The relay's destination topic exists, and the relay's user is denied every
+    operation on it while allowed to create topics cluster-wide (as operators often
+    grant): the relay stops at once with the broker's error code, the operation and the
+    topic, instead of waiting 30 s for leaders of a topic it cannot see."""
+    produce(secured, DENIED_SOURCE, 10)
+    admin = secured.admin(DESTINATION_REGION)
+    admin.create_topics([NewTopic(DENIED_COPY, PARTITIONS)])[DENIED_COPY].result(timeout=30)
+    user = f"User:{SERVICE_USERS['relay']}"
+    rows = read_acl_table()
+    granted = acl_bindings(rows, {"relay": SERVICE_USERS["relay"]}, {DENIED_SOURCE: DENIED_COPY})
+    apply_acls(secured.admin(SOURCE_REGION), granted)
+    cluster_create = AclBinding(
+        ResourceType.BROKER,
+        "kafka-cluster",
+        ResourcePatternType.LITERAL,
+        user,
+        "*",
+        AclOperation.CREATE,
+        AclPermissionType.ALLOW,
+    )
+    deny = AclBinding(
+        ResourceType.TOPIC,
+        DENIED_COPY,
+        ResourcePatternType.LITERAL,
+        user,
+        "*",
+        AclOperation.ALL,
+        AclPermissionType.DENY,
+    )
+    apply_acls(admin, [*granted, cluster_create, deny])
+    path = secured.root / "denied.toml"
+    path.write_text(
+        secured.path.read_text().replace(
+            f'source_topic = "{TOPIC}"\ndestination_topic = "{RELAY_COPY}"',
+            f'source_topic = "{DENIED_SOURCE}"\ndestination_topic = "{DENIED_COPY}"',
+        )
+    )
+    started = time.monotonic()
+    relay = secured.run("relay", "relay", "--stop-at-end", config=path, timeout=180)
+    elapsed = time.monotonic() - started
+    printed = relay.stderr.strip().splitlines()[-1]
+    print(f"relay without access to {DENIED_COPY} printed: {printed}")
+    assert relay.returncode == 1
+    assert (
+        f"not allowed to Describe topic '{DENIED_COPY}' (TOPIC_AUTHORIZATION_FAILED)" in printed
+    ), printed
+    assert "no leader" not in relay.stderr
+    assert elapsed < 25, f"took {elapsed:.0f} s"
+
+
+def _refused(secured: SecuredStack, env: dict[str, str], config: Path | None = None):
+    started = time.monotonic()
+    done = secured.run("ingress", "ingress", env=env, config=config, timeout=120)
+    return done, time.monotonic() - started
+
+
+def test_a_wrong_password_stops_the_service_with_one_clear_error(secured):
+    done, elapsed = _refused(secured, {PASSWORD_ENV: "not-the-password"})
+    printed = done.stderr.strip().splitlines()[-1]
+    print(f"ingress with a wrong password printed: {printed}")
+    assert done.returncode == 1
+    assert f"region {DESTINATION_REGION}" in printed, printed
+    assert f"as user '{SERVICE_USERS['ingress']}'" in printed, printed
+    assert "SASL authentication failed (_AUTHENTICATION" in printed, printed
+    assert "not-the-password" not in done.stderr + done.stdout
+    assert elapsed < 30, f"took {elapsed:.0f} s"
+
+
+def test_an_untrusted_broker_certificate_stops_the_service_with_one_clear_error(secured):
+    other_ca = make_ca(secured.root / "other-ca", "not the stack's CA")
+    path = secured.root / "untrusted.toml"
+    path.write_text(secured.path.read_text().replace(str(secured.material.ca_file), str(other_ca)))
+    done, elapsed = _refused(secured, {}, path)
+    printed = done.stderr.strip().splitlines()[-1]
+    print(f"ingress trusting another CA printed: {printed}")
+    assert done.returncode == 1
+    assert f"region {DESTINATION_REGION}" in printed, printed
+    assert "the TLS handshake failed (_SSL" in printed, printed
+    assert "certificate verify failed" in printed, printed
+    assert elapsed < 30, f"took {elapsed:.0f} s"
