@@ -37,6 +37,20 @@ def read(data: bytes, keys=SIGNED, key=KEY):
     return SegmentReader(io.BytesIO(data), key, "s3://b/k", keys).read_all()
 
 
+def with_footer(data: bytes, changes: dict) -> bytes:
+    """``data`` written again with ``changes`` in its footer, keeping its signature."""
+    metadata = pq.read_metadata(io.BytesIO(data)).metadata
+    footer = json.loads(metadata[FOOTER_KEY]) | changes
+    table = pq.read_table(io.BytesIO(data))
+    out = io.BytesIO()
+    with pq.ParquetWriter(out, table.schema, compression="zstd") as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata(
+            {FOOTER_KEY: json.dumps(footer).encode(), SIGNATURE_KEY: metadata[SIGNATURE_KEY]}
+        )
+    return out.getvalue()
+
+
 def test_a_signed_segment_reads_back_and_carries_its_signature():
     data = write()
     assert read(data).num_rows == 100
@@ -67,19 +81,10 @@ def test_a_valid_empty_replacement_is_refused():
 
 
 def test_a_changed_footer_under_a_kept_signature_is_refused():
-    data = write()
-    metadata = pq.read_metadata(io.BytesIO(data)).metadata
-    footer = json.loads(metadata[FOOTER_KEY])
-    footer["source_data_loss"] = True  # say the range was lost at the source: readers skip
-    table = pq.read_table(io.BytesIO(data))
-    out = io.BytesIO()
-    with pq.ParquetWriter(out, table.schema, compression="zstd") as writer:
-        writer.write_table(table)
-        writer.add_key_value_metadata(
-            {FOOTER_KEY: json.dumps(footer).encode(), SIGNATURE_KEY: metadata[SIGNATURE_KEY]}
-        )
+    # say the range was lost at the source: readers would skip it
+    forged = with_footer(write(), {"source_data_loss": True})
     with pytest.raises(SegmentSignatureError, match="matches none"):
-        read(out.getvalue())
+        read(forged)
 
 
 def test_a_signed_segment_copied_to_another_key_is_refused():
@@ -88,18 +93,9 @@ def test_a_signed_segment_copied_to_another_key_is_refused():
     other = SegmentKey("us-east-1", "sensor.events", 3, 0, 100, 199)
     with pytest.raises(SegmentMismatchError, match="footer partition is 2"):
         read(write(), key=other)
-    data = write(key=other)
-    metadata = pq.read_metadata(io.BytesIO(data)).metadata
-    footer = json.loads(metadata[FOOTER_KEY]) | {"partition": 2}
-    table = pq.read_table(io.BytesIO(data))
-    out = io.BytesIO()
-    with pq.ParquetWriter(out, table.schema, compression="zstd") as writer:
-        writer.write_table(table)
-        writer.add_key_value_metadata(
-            {FOOTER_KEY: json.dumps(footer).encode(), SIGNATURE_KEY: metadata[SIGNATURE_KEY]}
-        )
+    forged = with_footer(write(key=other), {"partition": 2})
     with pytest.raises(SegmentSignatureError, match="matches none"):
-        read(out.getvalue())
+        read(forged)
 
 
 def test_rotation_accepts_the_old_key_only_while_it_is_listed():
