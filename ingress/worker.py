@@ -318,6 +318,10 @@ class PartitionWorker(threading.Thread):
                 if self.stop_at_end:
                     self.status.state = "done"
                     return None
+                if start.offset is not None:
+                    # The export named its start and has written nothing yet: nothing to
+                    # replay, as a partition that has replayed everything (ready).
+                    self.status.state = "caught-up"
                 self._wait_for_events(self.ingress.relist_interval)  # a segment event wakes
             elif start.recorded or not start.described:
                 unnamed_since = unnamed_since or time.monotonic()
