@@ -386,7 +386,10 @@ class RestoreJob:
                 planned[plan.topic] = planned.get(plan.topic, 0) + max(0, plan.end - plan.start)
                 try:
                     point = checkpoints.resume_point(target_of(task)).next_source_offset
-                except BrokerError:
+                except (BrokerError, KafkaException) as exc:
+                    # A progress line only: a leader on the move (NOT_LEADER_FOR_PARTITION
+                    # just after the topic was created) waits for the next round.
+                    log.debug("progress of %s not read: %s", target_of(task), exc)
                     point = None
                 reached = min(plan.end, point) - plan.start if point is not None else 0
                 done[plan.topic] = done.get(plan.topic, 0) + max(0, reached)
