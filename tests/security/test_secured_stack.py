@@ -48,6 +48,7 @@ pytestmark = pytest.mark.integration
 TOPIC = "orders"
 INGRESS_COPY = "orders.replayed"
 RELAY_COPY = "orders.relayed"
+RESTORED_COPY = "orders.restored"
 DENIED_SOURCE = "audit"
 """Relayed into :data:`DENIED_COPY`, on which the relay's user is denied everything."""
 DENIED_COPY = "audit.relayed"
@@ -147,8 +148,11 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredStack]:
         rows = read_acl_table()
         users = dict(SERVICE_USERS)
         relay_user = {"relay": users.pop("relay")}
-        bindings = acl_bindings(rows, users, {TOPIC: INGRESS_COPY}) + acl_bindings(
-            rows, relay_user, {TOPIC: RELAY_COPY}
+        restore_user = {"restore": users.pop("restore")}
+        bindings = (
+            acl_bindings(rows, users, {TOPIC: INGRESS_COPY})
+            + acl_bindings(rows, relay_user, {TOPIC: RELAY_COPY})
+            + acl_bindings(rows, restore_user, {TOPIC: RESTORED_COPY})
         )
         for region in (SOURCE_REGION, DESTINATION_REGION):
             apply_acls(stack.admin(region), bindings)
@@ -214,6 +218,23 @@ def test_each_service_runs_as_its_own_user_with_only_the_documented_acls(secured
     failover = secured.run("failover", "failover")
     assert failover.returncode in (0, 1), failover.stderr[-3000:]
     assert "not reached" not in failover.stdout and "AUTHORIZATION" not in failover.stdout
+
+    # Restore from the destination's bucket into a topic of its own, as its own user.
+    restore = secured.run(
+        "restore",
+        "restore",
+        "--topic",
+        TOPIC,
+        "--from-region",
+        SOURCE_REGION,
+        "--into-region",
+        DESTINATION_REGION,
+        "--into-topic",
+        RESTORED_COPY,
+        timeout=600,
+    )
+    assert restore.returncode == 0, restore.stdout[-2000:] + restore.stderr[-3000:]
+    assert records(secured, DESTINATION_REGION, RESTORED_COPY) == source
 
 
 def test_a_denied_destination_topic_halts_its_source_naming_operation_and_topic(secured):
