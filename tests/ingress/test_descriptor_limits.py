@@ -12,8 +12,7 @@ import pytest
 from ingress.service import IngressService
 from replicator.core.config import load_config
 from replicator.core.kafka.topics import unsafe_changes
-from tests.fixtures.ingress import provenance_offsets, segment_batch
-from tests.ingress.test_topic_sync import destination_configs_now
+from tests.fixtures.ingress import destination_configs_now, provenance_offsets, segment_batch
 
 WEEK_MS = str(7 * 86_400_000)
 CENTURY_MS = str(100 * 365 * 86_400_000)

@@ -10,7 +10,6 @@ from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
     AclPermissionType,
-    ConfigResource,
     ResourcePatternType,
     ResourceType,
 )
@@ -19,6 +18,7 @@ from ingress.service import IngressService
 from replicator.core.config import load_config
 from replicator.core.kafka.topics import destination_configs
 from tests.fixtures.ingress import (
+    destination_configs_now,
     fast_refresh,
     provenance_offsets,
     segment_batch,
@@ -26,14 +26,6 @@ from tests.fixtures.ingress import (
     wait_ready,
 )
 from tests.fixtures.stack import DESTINATION
-
-
-def destination_configs_now(local_stack, topic: str) -> dict[str, str]:
-    resource = ConfigResource("topic", topic)
-    admin = local_stack.admin(DESTINATION)
-    described = admin.describe_configs([resource])[resource].result(timeout=30)
-    return {name: entry.value for name, entry in described.items()}
-
 
 CENTURY_MS = str(100 * 365 * 86_400_000)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
@@ -23,6 +22,7 @@ from replicator.core.kafka import provenance
 from tests.fixtures.independent import read_partition
 from tests.fixtures.relay import create_topic, start_relay
 from tests.fixtures.stack import DESTINATION, SOURCE
+from tests.fixtures.takeover import wait_until
 
 PARTITIONS = 4
 RECORDS = 40_000
@@ -42,15 +42,6 @@ def exactly_once(local_stack, setup) -> bool:
         )
     except Exception:  # the destination does not exist yet
         return False
-
-
-def wait_until(predicate, timeout: float, what: str, logs: list[Path]) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            tails = "\n".join(p.read_text(errors="replace")[-2000:] for p in logs if p.exists())
-            raise AssertionError(f"timed out waiting for {what}\n{tails}")
-        time.sleep(0.3)
 
 
 @pytest.mark.parametrize("defence", ["broker fencing alone", "freeze watch"])
