@@ -4,7 +4,8 @@ Egress, the replication stand-in and ingress — and the relay, straight from Ka
 Kafka — stream the drill's workload (every record
 shape: keys, tombstones, empty values, headers with null values) from us-east-1 to
 us-west-1 for ``--seconds`` while one fault at a time is injected at random moments,
-every kind in turn (shuffled): kill -9 of egress, ingress or the relay and a restart, kill -9
+every kind in turn (shuffled; a kind not injected by the time production ends is injected
+while the destination catches up, so every kind is injected at least once): kill -9 of egress, ingress or the relay and a restart, kill -9
 of a region's broker and its restart on the data it kept on disk, SIGSTOP of a broker or of
 the S3/SQS endpoint for up to ``--max-pause`` seconds then SIGCONT, a
 compaction run next to the streaming services, duplicated S3 notifications and malformed
@@ -215,14 +216,15 @@ class Chaos:
         stall = StallMeter(lambda: tail.replayed(), lambda: workload.produced)
         kinds: list[str] = []
         try:
-            while not workload.done.is_set():
-                if not kinds:
-                    kinds = list(FAULTS)
-                    self.rng.shuffle(kinds)
-                self._wait(self.rng.uniform(*options.gap), workload, stall)
-                if workload.done.is_set():
+            while True:
+                kind = self._next_fault(kinds, workload.done.is_set())
+                if kind is None:
                     break
-                kind = kinds.pop()
+                producing = not workload.done.is_set()
+                self._wait(self.rng.uniform(*options.gap), workload if producing else None, stall)
+                if producing and workload.done.is_set():
+                    kinds.append(kind)  # production ended during the gap: choose again
+                    continue
                 if kind == "kill relay":
                     relay.kill()
                     services.remove(relay)
@@ -236,7 +238,7 @@ class Chaos:
                 stall.sample()
             if workload.error is not None:
                 raise DrillFailedError(f"producing the workload failed: {workload.error}")
-            self.say("production done; waiting for the destination to catch up")
+            self.say("production done, every kind injected; waiting for the destination to catch up")
             deadline = time.monotonic() + options.drain_timeout
             while True:
                 ends = source_ends(east, options.partitions)
@@ -259,6 +261,19 @@ class Chaos:
         self._restore(common, root)
         self._count(east, west, {**destinations, f"{CLICKS} (relay)": RELAYED})
         self._count(east, west, {f"{ACCOUNTS} (restore)": RESTORED})
+
+    def _next_fault(self, kinds: list[str], production_done: bool) -> str | None:
+        """The next kind of fault: every kind in turn (a shuffled round at a time) while
+        production lasts; after it, only the kinds not injected yet, so that a short soak
+        still injects every kind once; None when production is done and every kind was."""
+        if production_done:
+            missing = [kind for kind in FAULTS if not self.result.faults[kind]]
+            kinds[:] = [kind for kind in kinds if kind in missing] or missing
+            return kinds.pop() if kinds else None
+        if not kinds:
+            kinds.extend(FAULTS)
+            self.rng.shuffle(kinds)
+        return kinds.pop()
 
     def _wait(self, seconds: float, workload: Workload | None, stall: StallMeter) -> None:
         deadline = time.monotonic() + seconds

@@ -1,20 +1,35 @@
 """The short chaos soak (`make chaos` runs the long one): every kind of fault injected
-while the pipeline streams, and afterwards nothing lost, nothing duplicated."""
+while the pipeline streams (the kinds production outlasted, while the destination catches
+up), and afterwards nothing lost, nothing duplicated."""
 
 import io
+from collections import Counter
 
 import pytest
 
-from infra.chaos import FAULTS, ChaosOptions, run_chaos
-
-pytestmark = pytest.mark.integration  # starts its own local stack
+from infra.chaos import FAULTS, Chaos, ChaosOptions, run_chaos
 
 
+def test_kinds_not_injected_while_producing_are_injected_after_it_once_each(tmp_path):
+    chaos = Chaos(ChaosOptions(workdir=tmp_path))
+    kinds: list[str] = []
+    during = [chaos._next_fault(kinds, production_done=False) for _ in range(3)]
+    assert len(set(during)) == 3 and set(during) <= set(FAULTS)  # a shuffled round
+    chaos.result.faults.update(during)
+    after = []
+    while (kind := chaos._next_fault(kinds, production_done=True)) is not None:
+        after.append(kind)
+        chaos.result.faults[kind] += 1
+    assert sorted(after) == sorted(set(FAULTS) - set(during))
+    assert chaos.result.faults == Counter(dict.fromkeys(FAULTS, 1))
+
+
+@pytest.mark.integration  # starts its own local stack
 def test_a_short_chaos_soak_loses_and_duplicates_nothing(tmp_path):
     out = io.StringIO()
     result = run_chaos(
         ChaosOptions(
-            workdir=tmp_path / "chaos", seconds=90, rate=1_000, max_pause=6, gap=(1.5, 4.0)
+            workdir=tmp_path / "chaos", seconds=45, rate=1_000, max_pause=6, gap=(1.5, 4.0)
         ),
         out,
     )
