@@ -8,6 +8,7 @@ names them, flushed and never committed)."""
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -48,13 +49,15 @@ def test_two_instances_share_and_survive_a_kill_9_mid_replay(local_stack, ingres
     b = start_instance(setup, logs[1])
 
     def victim_mid_replay() -> bool:
-        """A partition of a's has records and cannot hold them all yet (its log end,
-        which counts transaction markers too, is below the partition's record count)."""
+        """A partition of a's has records and is not half replayed yet (its log end,
+        which counts transaction markers too, is below half the partition's records):
+        far enough from its end that the moments until the freeze cannot finish it."""
         ends = [log_end(local_stack, setup.destination, p) for p in replaying(logs[0])]
-        return owned(logs[1]) > 0 and any(0 < end < full for end in ends)
+        return owned(logs[1]) > 0 and any(0 < end < full // 2 for end in ends)
 
     try:
         wait_until(victim_mid_replay, 120, "a to be mid-replay beside b", logs)
+        os.killpg(a.pid, signal.SIGSTOP)  # frozen while what it left is counted, then killed
         kill(a)
         # The victim still had work: a partition of its own not fully replayed at the kill.
         left = {p: len(provenance_offsets(local_stack, setup, p)) for p in replaying(logs[0])}
