@@ -13,7 +13,7 @@ from infra.chaos import FAULTS, Chaos, ChaosOptions, run_chaos
 def test_kinds_not_injected_while_producing_are_injected_after_it_once_each(tmp_path):
     chaos = Chaos(ChaosOptions(workdir=tmp_path))
     kinds: list[str] = []
-    during = [chaos._next_fault(kinds, production_done=False) for _ in range(3)]
+    during = [str(chaos._next_fault(kinds, production_done=False)) for _ in range(3)]
     assert len(set(during)) == 3 and set(during) <= set(FAULTS)  # a shuffled round
     chaos.result.faults.update(during)
     after = []
