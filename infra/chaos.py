@@ -1,20 +1,20 @@
 """The chaos soak behind ``make chaos``: the drill's pipeline under random faults.
 
 Egress, the replication stand-in and ingress — and the relay, straight from Kafka to
-Kafka — stream the drill's workload (every record
-shape: keys, tombstones, empty values, headers with null values) from us-east-1 to
-us-west-1 for ``--seconds`` while one fault at a time is injected at random moments,
-every kind in turn (shuffled; a kind not injected by the time production ends is injected
-while the destination catches up, so every kind is injected at least once): kill -9 of egress, ingress or the relay and a restart, kill -9
-of a region's broker and its restart on the data it kept on disk, SIGSTOP of a broker or of
-the S3/SQS endpoint for up to ``--max-pause`` seconds then SIGCONT, a
-compaction run next to the streaming services, duplicated S3 notifications and malformed
-SQS messages. Then production stops, the destination catches up, a restore of one topic
-from the archive into a new topic is killed with SIGKILL midway and run again, and every
-copy (ingress's, the relay's, the restore's) is compared partition by partition with its
-source. It prints a table: faults by kind, records produced and replayed, lost and
-duplicated (both must be 0), the longest stall. Exit status 1 when anything was lost or
-duplicated or the destination did not catch up.
+Kafka — stream the drill's workload (every record shape: keys, tombstones, empty values,
+headers with null values) from us-east-1 to us-west-1 for ``--seconds`` while one fault
+at a time is injected at random moments, every kind in turn (shuffled; a kind not
+injected by the time production ends is injected while the destination catches up, so
+every kind is injected at least once): kill -9 of egress, ingress or the relay and a
+restart, kill -9 of a region's broker and its restart on the data it kept on disk,
+SIGSTOP of a broker or of the S3/SQS endpoint for up to ``--max-pause`` seconds then
+SIGCONT, a compaction run next to the streaming services, duplicated S3 notifications
+and malformed SQS messages. Then production stops, the destination catches up, a restore
+of one topic from the archive into a new topic is killed with SIGKILL midway and run
+again, and every copy (ingress's, the relay's, the restore's) is compared partition by
+partition with its source. It prints a table: faults by kind, records produced and
+replayed, lost and duplicated (both must be 0), the longest stall. Exit status 1 when
+anything was lost or duplicated or the destination did not catch up.
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ class Chaos:
                 stall.sample()
             if workload.error is not None:
                 raise DrillFailedError(f"producing the workload failed: {workload.error}")
-            self.say("production done, every kind injected; waiting for the destination to catch up")
+            self.say("production done, every kind injected; waiting for the destination")
             deadline = time.monotonic() + options.drain_timeout
             while True:
                 ends = source_ends(east, options.partitions)
