@@ -217,14 +217,11 @@ class Chaos:
         kinds: list[str] = []
         try:
             while True:
+                producing = None if workload.done.is_set() else workload
+                self._wait(self.rng.uniform(*options.gap), producing, stall)
                 kind = self._next_fault(kinds, workload.done.is_set())
                 if kind is None:
                     break
-                producing = not workload.done.is_set()
-                self._wait(self.rng.uniform(*options.gap), workload if producing else None, stall)
-                if producing and workload.done.is_set():
-                    kinds.append(kind)  # production ended during the gap: choose again
-                    continue
                 if kind == "kill relay":
                     relay.kill()
                     services.remove(relay)
