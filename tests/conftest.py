@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 pytest_plugins = [
+    "tests.fixtures.jvm",
     "tests.fixtures.stack",
     "tests.fixtures.spark",
     "tests.fixtures.egress",

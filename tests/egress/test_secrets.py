@@ -20,6 +20,7 @@ from replicator.core.config import load_config, parse_config, required
 from replicator.core.errors import ConfigError
 from replicator.core.spark import config_from_json, config_to_json
 from tests.fixtures.egress import create_topic, egress_toml, start_egress
+from tests.fixtures.jvm import write_spark_defaults
 from tests.fixtures.stack import SOURCE
 
 SECRET_VARIABLE = "REPLICATOR_TEST_S3_SECRET"
@@ -66,11 +67,11 @@ def test_no_secret_in_plans_event_logs_checkpoints_or_logs_of_an_egress_run(
     path = tmp_path / "egress.toml"
     path.write_text(with_secret_reference(egress_toml(local_stack, bucket, tmp_path, {topic: {}})))
     conf_dir, events = tmp_path / "spark-conf", tmp_path / "events"
-    conf_dir.mkdir()
     events.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text(
+    write_spark_defaults(
+        conf_dir,
         f"spark.eventLog.enabled true\nspark.eventLog.compress false\n"
-        f"spark.eventLog.dir file://{events}\n"
+        f"spark.eventLog.dir file://{events}\n",
     )
     monkeypatch.setenv(SECRET_VARIABLE, secret)
     monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
