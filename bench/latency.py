@@ -32,6 +32,7 @@ from infra.drill import STARTED_LINE, DestinationTail, Service
 from infra.drill_report import percentile
 from ingress.segment_events import CREATED, SegmentEvent
 from replicator.core.kafka import provenance
+from replicator.core.kafka.clients import consume_available
 from replicator.core.logs import configure_logging
 from replicator.core.segments.key import SegmentKey
 
@@ -57,6 +58,8 @@ first_segment_delay = "0s"
 PARTITIONS = 8
 SEGMENT_AGE_SECONDS = 2
 """``max_segment_age`` of the measured topic: the end-to-end target is this plus 1 s."""
+WARM_SECONDS = 30.0
+"""The untimed load before the timed one (see :func:`steady_load`)."""
 HOG_MARGIN_SECONDS = 300.0
 """How long a CPU hog may spin beyond the steady load (warm-up and draining included),
 should nothing stop it before."""
@@ -73,34 +76,57 @@ def _produce(producer: Producer, count: int, start: int, value: bytes) -> None:
         )
 
 
-def steady_load(bootstrap: str, tail: DestinationTail, rate: int, seconds: float) -> None:
-    """Warm up with one record per partition through to ``tail``, then send ``rate``
-    records/s to topic ``bench`` for ``seconds`` and wait until ``tail`` has them all.
-    Only the records after the warm-up are timed."""
-    deadline = time.monotonic() + 180
+def steady_load(
+    bootstrap: str,
+    tail: DestinationTail,
+    rate: int,
+    seconds: float,
+    warm_seconds: float = WARM_SECONDS,
+) -> float:
+    """Send ``rate`` records/s to topic ``bench`` for ``warm_seconds`` (untimed), then for
+    ``seconds`` (timed), each time until ``tail`` has them all; returns when (wall clock)
+    the timed load began.
+
+    Why the untimed load first: the local brokers are started for the benchmark, and for
+    their first half minute their JIT compiler takes much of a core (measured: the
+    source broker's C2 thread at 0.7 cores 40 s after its start, on this 2-core machine);
+    the relay's p99 over the first 30 s at 2,000 records/s was 2.3 s, and 0.71 s over the
+    next 30 s. An operator's brokers have run for months. It also lets every worker of
+    the pipeline start (one record per partition first) before anything is timed."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     value = os.urandom(VALUE_BYTES)
-    # Warm-up: the measurement starts with every worker of the pipeline running.
     tail.start()
     _produce(producer, PARTITIONS, 0, value)
     producer.flush(30)
-    while tail.replayed() < PARTITIONS:
-        assert time.monotonic() < deadline, "warm-up records did not arrive"
-        time.sleep(0.2)
+    _await(tail, PARTITIONS, 180)
+    sent = _send_at_rate(producer, value, rate, warm_seconds, PARTITIONS)
+    _await(tail, sent, 120)
     tail.lags["bench"].clear()
-    sent = PARTITIONS
+    began = time.time()
+    sent = _send_at_rate(producer, value, rate, seconds, sent)
+    _await(tail, sent, 120)
+    return began
+
+
+def _send_at_rate(producer: Producer, value: bytes, rate: int, seconds: float, sent: int) -> int:
+    """Records ``sent`` on, ``rate`` a second for ``seconds``; returns the new count."""
     started = time.monotonic()
+    first = sent
     while (elapsed := time.monotonic() - started) < seconds:
-        due = int(elapsed * rate) + PARTITIONS
+        due = first + int(elapsed * rate)
         if due > sent:
             _produce(producer, due - sent, sent, value)
             sent = due
         producer.poll(0)
         time.sleep(0.005)
     producer.flush(30)
-    deadline = time.monotonic() + 120
-    while tail.replayed() < sent:
-        assert time.monotonic() < deadline, f"{sent - tail.replayed()} records missing"
+    return sent
+
+
+def _await(tail: DestinationTail, count: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while tail.replayed() < count:
+        assert time.monotonic() < deadline, f"{count - tail.replayed()} records missing"
         time.sleep(0.2)
 
 
@@ -139,7 +165,7 @@ class ReadableTimes:
                     return
             consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
             while not self._stop.is_set():
-                for message in consumer.consume(1000, timeout=0.2):
+                for message in consume_available(consumer, 1000, 0.2):
                     if message.error():
                         continue
                     partition = int(message.partition() or 0)
@@ -186,6 +212,7 @@ def stage_times(
     checkpoint: Path,
     readable: dict[tuple[int, int], float],
     events: dict[str, tuple[SegmentEvent, float]],
+    since: float = 0.0,
 ) -> dict[str, list[float]]:
     """Per segment, the seconds of each stage after its range closed: the micro-batch
     (planned to committed in Spark's log, the upload included), to its copy in the
@@ -193,8 +220,8 @@ def stage_times(
     to its last record readable in the destination; all of them together; and at most
     those the product runs (all but the copy, which S3 replication makes on AWS and a
     local stand-in here; counted from Spark's commit, which the copy may precede). The
-    warm-up's segments (offset 0, one per partition, while the workers start) are left
-    out."""
+    warm-up's segments (offset 0, one per partition, while the workers start, and those
+    of batches planned before ``since``, the timed load's start) are left out."""
     batches = egress_batches(checkpoint)
     stages: dict[str, list[float]] = {
         "batch": [],
@@ -208,7 +235,7 @@ def stage_times(
         segment = SegmentKey.from_s3_key(s3_key, "data")
         batch = next((b for b in batches if b.ends.get(segment.partition, 0) > segment.end), None)
         done = readable.get((segment.partition, segment.end))
-        if batch is None or done is None or segment.start == 0:
+        if batch is None or done is None or segment.start == 0 or batch.planned < since:
             continue
         copied = datetime.fromisoformat(event.event_time.replace("Z", "+00:00")).timestamp()
         stages["batch"].append(batch.committed - batch.planned)
@@ -291,7 +318,7 @@ def measure(rate: int, seconds: float, hog: bool = False) -> dict[str, Any]:
         try:
             egress.wait_for_log(STARTED_LINE, timeout=180.0)
             with loaded(hog, seconds) as hogged, profiled("latency"):
-                steady_load(east, tail, rate, seconds)
+                began = steady_load(east, tail, rate, seconds)
         finally:
             tail.close()
             readable.close()
@@ -299,7 +326,7 @@ def measure(rate: int, seconds: float, hog: bool = False) -> dict[str, Any]:
             ingress.stop()
         assert config.ingress is not None
         events = event_times(west, config.ingress.segment_events_topic)
-        stages = stage_times(root / "checkpoint", readable.readable, events)
+        stages = stage_times(root / "checkpoint", readable.readable, events, since=began)
     figures: dict[str, Any] = dict(lag_figures(tail.lags["bench"], rate, seconds))
     figures["after_close"] = {
         stage: {"p50_seconds": percentile(times, 50), "p99_seconds": percentile(times, 99)}

@@ -55,6 +55,7 @@ from replicator.core.config import Config, required
 from replicator.core.groups.stored import read_group_offsets
 from replicator.core.kafka import provenance
 from replicator.core.kafka.client_logs import client_logger
+from replicator.core.kafka.clients import consume_available
 from replicator.core.segments.selection import exported_end
 from replicator.core.segments.store import SegmentStore
 from replicator.status import PartitionStatus, collect, render
@@ -328,7 +329,7 @@ class DestinationTail:
                 ]
             )
             while not self.stop.is_set():
-                for message in consumer.consume(1000, timeout=0.2):
+                for message in consume_available(consumer, 1000, 0.2):
                     if message.error():
                         continue
                     now = time.time()

@@ -61,3 +61,15 @@ def test_a_copy_before_sparks_commit_is_not_taken_off_the_products_time(tmp_path
     stages = stage_times(checkpoint, {(0, 1999): READABLE}, events)
     assert stages["to_destination_bucket"] == [pytest.approx(-0.1, abs=1e-6)]
     assert stages["product"] == stages["total"] == [pytest.approx(READABLE - PLANNED, abs=1e-6)]
+
+
+def test_segments_of_batches_planned_before_the_timed_load_are_left_out(tmp_path):
+    checkpoint = spark_checkpoint(tmp_path, 3, PLANNED, COMMITTED, {0: 2000})
+    segment = SegmentKey("us-east-1", "bench", 0, 0, 1000, 1999)
+    s3_key = segment.to_s3_key("data")
+    stamp = "1970-01-01T00:01:41.100000Z"
+    events = {s3_key: (SegmentEvent(CREATED, s3_key, 10, stamp), EVENT)}
+    timed = stage_times(checkpoint, {(0, 1999): READABLE}, events, since=PLANNED)
+    assert len(timed["total"]) == 1
+    warm = stage_times(checkpoint, {(0, 1999): READABLE}, events, since=PLANNED + 0.001)
+    assert all(times == [] for times in warm.values())

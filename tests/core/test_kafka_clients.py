@@ -1,8 +1,11 @@
+import time
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from replicator.core.kafka.clients import (
     client_config,
+    consume_available,
     ensure_topic,
     retry_while_moving,
 )
@@ -73,3 +76,31 @@ def test_a_call_is_repeated_while_the_group_coordinator_moves_and_not_otherwise(
 
     with pytest.raises(KafkaException):
         retry_while_moving(never_ready, timeout=0.05, pause=0.01)
+
+
+def test_consume_available_returns_what_is_there_without_waiting_for_a_full_batch(
+    local_stack, unique
+):
+    topic = unique("available")
+    kafka = local_stack.config.region(SOURCE).kafka
+    assert ensure_topic(local_stack.admin(SOURCE), topic, 1) is True
+    producer = Producer(client_config(kafka))
+    for i in range(5):
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    producer.flush(30)
+    consumer = Consumer({**client_config(kafka), "group.id": unique("g")})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        got: list[Message] = []
+        started = time.monotonic()
+        while len(got) < 5:
+            got += consume_available(consumer, 1000, 60.0)
+        # A batch consume of 1,000 would have waited the whole 60 s for the rest.
+        assert time.monotonic() - started < 30
+        assert [m.value() for m in got] == [b"%d" % i for i in range(5)]
+        assert consume_available(consumer, 1000, 0.2) == []
+        producer.produce(topic, value=b"5", partition=0)
+        producer.flush(30)
+        assert [m.value() for m in consume_available(consumer, 1, 60.0)] == [b"5"]
+    finally:
+        consumer.close()

@@ -71,6 +71,22 @@ ACCESS_CHECK_TIMEOUT = 15.0
 ACCESS_CHECK_ATTEMPT = 1.0
 
 
+def consume_available(consumer: Any, most: int, wait: float) -> list[Any]:
+    """Messages (and errors) as soon as there are any: the first within ``wait`` seconds,
+    then, without waiting, those already fetched, up to ``most`` in all.
+
+    Why not ``consume(most, timeout=wait)``: librdkafka's batch consume returns only once
+    it has ``most`` messages or ``wait`` has passed, so a reader that is caught up would
+    hold each record it already has for the rest of ``wait`` (measured in the relay: every
+    read took the full 50 ms)."""
+    first = consumer.poll(wait)
+    if first is None:
+        return []
+    if most <= 1:
+        return [first]
+    return [first, *consumer.consume(num_messages=most - 1, timeout=0)]
+
+
 def check_access(kafka: KafkaConfig, region: str, timeout: float = ACCESS_CHECK_TIMEOUT) -> None:
     """Ask ``region``'s cluster for its metadata once a second until it answers, as the
     service's clients will; raise :class:`KafkaAccessError` at the first SASL
