@@ -3,15 +3,20 @@ the errors that say what to do when executors cannot run it."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
+import pyspark
 import pytest
 
 from replicator.core.config import SparkConfig
 from replicator.core.spark_environment import (
     ARCHIVE_ALIAS,
+    UNZIPPED_HOME,
     PackedFile,
     SparkEnvironmentError,
     _resolve_on_driver,
@@ -22,6 +27,7 @@ from replicator.core.spark_environment import (
     explain_executor_failure,
     project_files,
     requirement_closure,
+    unzipped_spark_home,
 )
 
 MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -49,11 +55,69 @@ def test_the_hash_changes_with_any_module(tmp_path):
     assert content_hash(files, []) != before
 
 
-def test_a_local_master_runs_the_drivers_interpreter(monkeypatch):
+def test_a_local_master_runs_the_drivers_interpreter(monkeypatch, tmp_path):
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    assert executor_settings(SparkConfig(), "local[2]") == {
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    settings = SparkConfig(environment_cache=str(tmp_path))
+    assert executor_settings(settings, "local[2]") == {
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable
     }
+    assert os.environ["SPARK_HOME"].startswith(f"{tmp_path}{os.sep}{UNZIPPED_HOME}")
+
+
+def test_a_local_spark_home_is_the_installed_pyspark_without_its_zips(tmp_path):
+    package = Path(pyspark.__file__).parent
+    home = unzipped_spark_home(tmp_path, package)
+    assert home is not None
+    assert (home / "bin" / "spark-submit").resolve() == (package / "bin" / "spark-submit")
+    assert (home / "jars").resolve() == package / "jars"
+    assert not (home / "python").exists()
+    assert sorted(p.name for p in home.iterdir()) == sorted(
+        p.name for p in package.iterdir() if p.name != "python"
+    )
+    assert unzipped_spark_home(tmp_path, package) == home  # made once, found again
+
+
+def test_a_spark_distribution_keeps_its_own_home(tmp_path):
+    """A Spark home without the pip package's zip (a distribution whose zip may be the
+    only PySpark its workers have) is not replaced."""
+    distribution = tmp_path / "spark"
+    (distribution / "jars").mkdir(parents=True)
+    assert unzipped_spark_home(tmp_path / "cache", distribution) is None
+
+
+def test_an_operators_spark_home_is_kept(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "their-spark"))
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    executor_settings(SparkConfig(environment_cache=str(tmp_path / "cache")), "local[2]")
+    assert os.environ["SPARK_HOME"] == str(tmp_path / "their-spark")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_local_sessions_python_workers_import_the_installed_pyspark(tmp_path):
+    """The workers a local session starts import PySpark from the installed package
+    (bytecode cached), not from the zip Spark would put first on their path."""
+    probe = (
+        "import json, sys\n"
+        "from replicator.core.spark import spark_session\n"
+        "spark = spark_session('local[1]', 'probe', {})\n"
+        "def where(_):\n"
+        "    import pyspark\n"
+        "    import os\n"
+        "    zips = [p for p in sys.path if p.endswith('.zip') and os.path.exists(p)]\n"
+        "    return pyspark.__file__, [p for p in zips if 'pyspark' in p or 'py4j' in p]\n"
+        "print(json.dumps(spark.sparkContext.parallelize([0], 1).map(where).collect()))\n"
+        "spark.stop()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_HOME", "PYSPARK_PYTHON")}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=180
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [(module, zips)] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert module == pyspark.__file__
+    assert zips == []
 
 
 def test_a_cluster_gets_the_archive_and_a_python_of_the_drivers_minor_version(
