@@ -735,7 +735,9 @@ class SparkConfig(_Model):
     and PySpark itself refuse another); the driver's own interpreter path otherwise (an
     image shared with the driver)."""
     environment_cache: str | None = None
-    """Where packed environments are kept, named by their content's hash. Default:
+    """Where packed environments are kept, named by their content's hash; with a local
+    master, also the Spark home whose Python workers import the installed PySpark rather
+    than its zip (they start faster; without a writable cache they use the zip). Default:
     ``$XDG_CACHE_HOME/replicator/spark-environments`` (``~/.cache/…``)."""
 
 
