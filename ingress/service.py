@@ -391,7 +391,9 @@ class IngressService:
             self._refresh_topics()
         self.workers.own(self._owned_sources(self._owned_events))
         self.metrics.owned.labels(self.region).set(len(self.workers))
-        self._share.assigned()
+        self._share.assigned(
+            whole=self._owned_events >= set(range(self.ingress.segment_events_partitions))
+        )
         log.info(
             "owning %d source partitions (events partitions %s)",
             len(self.workers),

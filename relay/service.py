@@ -358,7 +358,9 @@ class RelayService:
         self._owned_slots |= {p.partition for p in partitions}
         self.workers.own(self._owned_sources())
         self.metrics.owned.set(len(self.workers))
-        self._share.assigned()
+        self._share.assigned(
+            whole=self._owned_slots >= set(range(self.relay.assignment_partitions))
+        )
         log.info(
             "relaying %d source partitions (slots %s)", len(self.workers), sorted(self._owned_slots)
         )

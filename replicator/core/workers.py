@@ -67,7 +67,8 @@ class GroupShare:
     the members still there. A member that ended before it would leave those partitions
     to nobody (seen on Apache Kafka: a new instance finished its own share 4 s after
     joining, beside the killed instance's members, and exited with a partition never
-    replayed).
+    replayed). A member whose share is the whole (every partition of the group's topic)
+    need not wait: no other member, dead or alive, holds a share that could come to it.
     """
 
     def __init__(self, settle: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
@@ -76,10 +77,13 @@ class GroupShare:
         self._settle = settle
         self._clock = clock
         self._assigned_at = 0.0
+        self._whole = False
 
-    def assigned(self) -> None:
-        """The group gave this member its share (the assign callback ran)."""
+    def assigned(self, whole: bool = False) -> None:
+        """The group gave this member its share (the assign callback ran); ``whole``: the
+        share is every partition of the group's topic."""
         self._assigned_at = self._clock()
+        self._whole = whole
         self._holding.set()
         self._assigned_once.set()
 
@@ -95,8 +99,8 @@ class GroupShare:
 
     def done(self, pool: WorkerPool[Any]) -> bool:
         """``--stop-at-end``: every worker of a share this member holds now, and has held
-        for ``settle`` seconds, is done."""
-        settled = self._clock() - self._assigned_at >= self._settle
+        for ``settle`` seconds or holds whole, is done."""
+        settled = self._whole or self._clock() - self._assigned_at >= self._settle
         return self._holding.is_set() and settled and pool.finished()
 
 

@@ -126,3 +126,19 @@ def test_a_share_is_final_only_once_it_stood_longer_than_a_group_session():
     assert share.done(pool)
     share.assigned()  # a rebalance (a dead member's session expired): the clock restarts
     assert not share.done(pool)
+
+
+def test_a_share_of_the_whole_topic_is_final_at_once():
+    """Every partition of the group's topic: no other member, dead or alive, holds a share
+    that could come to this one, so there is nothing to wait for."""
+    now = [100.0]
+    pool: WorkerPool[FakeWorker] = WorkerPool(lambda source: FakeWorker(source))
+    share = GroupShare(settle=8.0, clock=lambda: now[0])
+    share.assigned(whole=True)
+    assert share.done(pool)
+    share.revoked()  # a member joined: the whole share taken back
+    assert not share.done(pool)
+    share.assigned(whole=False)  # part of it now: the settle applies again
+    assert not share.done(pool)
+    now[0] += 8.1
+    assert share.done(pool)
