@@ -203,6 +203,19 @@ def _config(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def _spark_archive(args: argparse.Namespace) -> int:
+    from replicator.core.config import SparkConfig
+    from replicator.core.spark_class_archive import build
+
+    settings = _load(args).spark if args.config else SparkConfig()
+    result = build(settings)
+    if result.recorded:
+        print(f"recorded the Spark driver's class archive in {result.seconds:.0f} s: {result.path}")
+    else:
+        print(f"the Spark driver's class archive is in place: {result.path}")
+    return 0
+
+
 def _failover(args: argparse.Namespace) -> int:
     import json
 
@@ -437,6 +450,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     config.add_argument("--json", action="store_true", help="machine-readable output")
     config.set_defaults(handler=_config)
+
+    spark_archive = commands.add_parser(
+        "spark-archive",
+        help="record the Spark driver JVM's class archive in the environment cache "
+        "(once per install or image: Spark jobs then start in about half the time)",
+    )
+    spark_archive.add_argument(
+        "--config", help="deployment config whose [spark] environment_cache to use"
+    )
+    spark_archive.set_defaults(handler=_spark_archive)
 
     failover = commands.add_parser(
         "failover",

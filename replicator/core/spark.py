@@ -29,6 +29,7 @@ from replicator.core.config import (
     secret_text,
 )
 from replicator.core.logs import current_logging
+from replicator.core.spark_class_archive import driver_java_options
 from replicator.core.spark_environment import executor_settings
 from replicator.core.spark_logs import spark_log_settings
 
@@ -48,13 +49,25 @@ of the machine running the replicator (``SPARK_CONF_DIR``)."""
 
 
 def spark_session(
-    master: str | None, app_name: str, extra: dict[str, str], settings: SparkConfig | None = None
+    master: str | None,
+    app_name: str,
+    extra: dict[str, str],
+    settings: SparkConfig | None = None,
+    class_archive: bool = True,
 ) -> Any:
     """A Spark session whose Python workers can import this package and its
     dependencies: the driver's own interpreter with a local master; on a cluster, the
-    environment ``settings`` say (shipped by default, :mod:`replicator.core.spark_environment`)."""
+    environment ``settings`` say (shipped by default, :mod:`replicator.core.spark_environment`).
+    Its driver JVM maps the class archive recorded for its class path, if there is one
+    (:mod:`replicator.core.spark_class_archive`; ``class_archive=False``: not)."""
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    executors = executor_settings(settings or SparkConfig(), master)
+    settings = settings or SparkConfig()
+    executors = executor_settings(settings, master)
+    if class_archive and (archive_options := driver_java_options(settings)):
+        extra = {
+            **extra,
+            _DRIVER_JAVA_OPTIONS: f"{archive_options} {extra.get(_DRIVER_JAVA_OPTIONS, '')}",
+        }
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -73,8 +86,7 @@ def spark_session(
     }
     if not (master or "local").startswith("local"):
         defaults.update(CLUSTER_SECURITY)
-    java_options = ("spark.driver.extraJavaOptions",)  # merged into ours above
-    extra = {k: v for k, v in extra.items() if k not in java_options}
+    extra = {k: v for k, v in extra.items() if k != _DRIVER_JAVA_OPTIONS}  # merged above
     for key, value in {**defaults, **extra}.items():
         builder = builder.config(key, value)
     with _jvm_ignores_termination():
@@ -82,6 +94,9 @@ def spark_session(
             _launch_jvm_with_json_stderr({**defaults, **extra})
         spark = builder.getOrCreate()
     return spark
+
+
+_DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def _launch_jvm_with_json_stderr(settings: Mapping[str, str]) -> None:

@@ -105,7 +105,7 @@ def _workers_import_installed_pyspark(cache: Path) -> None:
     """With a local master and this interpreter as the workers', point ``SPARK_HOME`` (read
     by the JVM this process starts) at :func:`unzipped_spark_home`, unless the operator
     set a Spark home of their own. Nothing changes if the home cannot be made here."""
-    package = _pyspark_package()
+    package = pyspark_package()
     if os.environ.get("SPARK_HOME", str(package)) != str(package):
         return
     try:
@@ -117,7 +117,7 @@ def _workers_import_installed_pyspark(cache: Path) -> None:
         os.environ["SPARK_HOME"] = str(home)
 
 
-def _pyspark_package() -> Path:
+def pyspark_package() -> Path:
     spec = importlib.util.find_spec("pyspark")
     if spec is None or spec.origin is None:
         raise ImportError("pyspark is not importable")
