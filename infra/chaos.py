@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from infra.drill import (
     ACCOUNTS,
@@ -255,7 +255,7 @@ class Chaos:
         self.result.produced = sum(source_ends(east, options.partitions).values())
         for running in (egress, ingress, relay):
             running.stop()
-        self._restore(common, root)
+        self._restore(common, root, west)
         self._count(east, west, {**destinations, f"{CLICKS} (relay)": RELAYED})
         self._count(east, west, {f"{ACCOUNTS} (restore)": RESTORED})
 
@@ -336,17 +336,26 @@ class Chaos:
             self.say(f"sent {len(MALFORMED)} malformed SQS messages")
         return egress, ingress
 
-    def _restore(self, common: list[str], root: Path) -> None:
+    def _restore(self, common: list[str], root: Path, west: str) -> None:
         """Restore one topic from the destination bucket into a new topic, killed with
-        SIGKILL once midway and run again."""
+        SIGKILL once midway (after its first records reach the topic: a kill at a fixed
+        time could come before it starts writing or after it ends) and run again."""
         command = [sys.executable, "-m", "replicator", "restore", *common]
         command += ["--topic", ACCOUNTS, "--into-topic", RESTORED]
         victim = Service("restore", command[3:], root / "logs" / "restore-1.log")
         victim.start()
-        time.sleep(self.rng.uniform(8.0, 15.0))
+        deadline = time.monotonic() + RESTORE_WRITE_TIMEOUT
+        while (written := _log_end(west, RESTORED, self.options.partitions)) == 0:
+            if victim.exited() is not None or time.monotonic() > deadline:
+                self.result.problems.append(
+                    "the first restore wrote nothing before it "
+                    + ("exited" if victim.exited() is not None else "timed out")
+                )
+                break
+            time.sleep(0.1)
         victim.kill()
         self.result.faults["kill restore"] += 1
-        self.say("kill -9 restore midway; running it again")
+        self.say(f"kill -9 restore midway ({written:,} records in its topic); running it again")
         with (root / "logs" / "restore-2.log").open("wb") as sink:
             rerun = subprocess.run(command, stdout=sink, stderr=subprocess.STDOUT, timeout=900)
         if rerun.returncode != 0:
@@ -368,6 +377,26 @@ class Chaos:
                 self.result.copies[name] = self.result.copies.get(name, 0) + len(copied)
                 if set(copied) - set(source) or copied != sorted(copied):
                     self.result.problems.append(f"{name}[{partition}]: out of order or foreign")
+
+
+RESTORE_WRITE_TIMEOUT = 300.0
+
+
+def _log_end(bootstrap: str, topic: str, partitions: int) -> int:
+    """The sum of ``topic``'s log ends, records of open transactions included (0 while
+    it does not exist)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "chaos-watch", "enable.auto.commit": False}
+    )
+    try:
+        total = 0
+        for partition in range(partitions):
+            with contextlib.suppress(KafkaException):
+                _, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), 5)
+                total += max(high, 0)  # negative: no offset known yet
+        return total
+    finally:
+        consumer.close()
 
 
 def _ends(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
