@@ -42,6 +42,7 @@ from infra.drill import (
     CLICKS,
     DESTINATION,
     JOB_SECTIONS,
+    PLAIN,
     SOURCE,
     STARTED_LINE,
     TOPICS,
@@ -52,6 +53,7 @@ from infra.drill import (
     _with_source_offset,
     create_workload_topics,
     read_partition,
+    settings,
     source_ends,
 )
 from infra.errors import DrillFailedError
@@ -385,9 +387,7 @@ RESTORE_WRITE_TIMEOUT = 300.0
 def _log_end(bootstrap: str, topic: str, partitions: int) -> int:
     """The sum of ``topic``'s log ends, records of open transactions included (0 while
     it does not exist)."""
-    consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "chaos-watch", "enable.auto.commit": False}
-    )
+    consumer = Consumer({**PLAIN, **settings(bootstrap), "group.id": "chaos-watch"})
     try:
         total = 0
         for partition in range(partitions):

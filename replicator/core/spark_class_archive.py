@@ -50,6 +50,7 @@ from replicator.core.config import SparkConfig
 from replicator.core.spark_environment import (
     SparkEnvironmentError,
     environment_cache,
+    executor_settings,
     private_directory,
     pyspark_package,
 )
@@ -127,11 +128,12 @@ def driver_java_options(settings: SparkConfig) -> str:
     key = class_path_key(home)
     if key is None:
         return ""
-    archive = environment_cache(settings) / ARCHIVES / archive_name(home, key)
+    cache = environment_cache(settings)
+    archive = cache / ARCHIVES / archive_name(home, key)
     if not archive.is_file():
         return ""
     try:  # the cache's trust rules, checked before its archive is handed to a JVM
-        private_directory(environment_cache(settings), ARCHIVES)
+        private_directory(cache, ARCHIVES)
     except (OSError, SparkEnvironmentError) as error:
         log.info("no class archive for the Spark driver (%s)", error)
         return ""
@@ -149,8 +151,6 @@ class ArchiveResult:
 def build(settings: SparkConfig, timeout: float = RECORD_TIMEOUT) -> ArchiveResult:
     """The archive for local sessions of this installation, recorded unless the cache
     has it. Raises :class:`SparkEnvironmentError` naming why none can be made."""
-    from replicator.core.spark_environment import executor_settings
-
     started = time.monotonic()
     executor_settings(settings, "local")  # the Spark home local sessions run from
     home = spark_home()
@@ -232,7 +232,9 @@ def _record(partial: Path, settings: SparkConfig) -> None:
     from replicator.core.spark import spark_session
 
     options = {"spark.driver.extraJavaOptions": f"-XX:ArchiveClassesAtExit={partial}"}
-    spark = spark_session("local[2]", "replicator-class-archive", options, settings, False)
+    spark = spark_session(
+        "local[2]", "replicator-class-archive", options, settings, class_archive=False
+    )
     try:
         _exercise(spark, partial.parent)
     finally:
