@@ -22,11 +22,12 @@ from compaction.merge import MergeResult, run_merge, verify
 from compaction.planning import Merge, PartitionPlan, plan_partition
 from compaction.scheduling import run_bounded
 from replicator.core.config import Config, required
+from replicator.core.config_json import config_from_json, config_to_json
 from replicator.core.errors import ConfigError
 from replicator.core.faults import COMPACTION_DURING_CLEANUP, crash_point
 from replicator.core.logs import configure_worker_logging
 from replicator.core.segments.errors import SegmentError
-from replicator.core.spark import config_from_json, config_to_json, spark_session
+from replicator.core.spark import spark_session
 
 log = logging.getLogger(__name__)
 

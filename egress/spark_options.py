@@ -5,7 +5,7 @@ processes (planner processes on the driver, executors anywhere in the cluster), 
 not have the config file. So the driver passes the validated config as JSON in one
 option, with every secret as the ``${NAME}`` reference the file wrote: plans, logs, the UI
 and task payloads show the reference, and each process resolves it from its own
-environment (see :func:`replicator.core.spark.config_to_json`). Nothing relies on Spark's
+environment (see :func:`replicator.core.config_json.config_to_json`). Nothing relies on Spark's
 redaction.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from replicator.core.config import Config
-from replicator.core.spark import config_from_json, config_to_json
+from replicator.core.config_json import config_from_json, config_to_json
 
 CONFIG_OPTION = "replicator_config"
 TASKS_OPTION = "replicator_tasks"

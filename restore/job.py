@@ -22,6 +22,7 @@ from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from replicator.core.config import Config
+from replicator.core.config_json import config_to_json
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.groups.destination import OffsetTranslator
 from replicator.core.groups.offsets_file import GroupSelection
@@ -36,7 +37,7 @@ from replicator.core.kafka.topics import prepare_destination
 from replicator.core.segments.descriptor import read_descriptor
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import SegmentStore, StoredSegment
-from replicator.core.spark import config_to_json, spark_session
+from replicator.core.spark import spark_session
 from replicator.core.untrusted_text import escape
 from restore.errors import ArchivedSegmentsError, RestoreError
 from restore.planning import PartitionPlan, plan_partition

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from replicator.core.collector import tune_collector
+from replicator.core.config_json import config_from_json
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.errors import RecordRefusedError
@@ -32,7 +33,6 @@ from replicator.core.read_ahead import ReadAhead
 from replicator.core.segments.errors import CorruptSegmentError, SegmentMismatchError
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.store import SegmentStore, StoredSegment
-from replicator.core.spark import config_from_json
 from restore.planning import PartitionPlan, PlannedSegment, segments_from
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, overload
 
-from croniter import croniter
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -64,6 +63,9 @@ def _size(value: Any) -> Any:
 
 
 def _cron(value: str) -> str:
+    # Imported here: every Spark Python worker imports this module; few check a schedule.
+    from croniter import croniter
+
     fields = value.split()
     if len(fields) not in (5, 6) or not croniter.is_valid(value):
         raise ValueError(

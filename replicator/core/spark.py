@@ -3,31 +3,18 @@ code that runs in other Spark processes."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from pydantic import BaseModel
-
 from replicator.core.aws.clients import REQUEST_LOG_ENV
-from replicator.core.config import (
-    Config,
-    SparkConfig,
-    expand_env,
-    has_env_reference,
-    key_path,
-    reference_texts,
-    secret_paths,
-    secret_text,
-)
+from replicator.core.config import SparkConfig
 from replicator.core.logs import current_logging
 from replicator.core.spark_class_archive import driver_java_options
 from replicator.core.spark_environment import executor_settings
@@ -157,83 +144,3 @@ def _jvm_ignores_termination() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
-
-
-def config_to_json(config: Config) -> str:
-    """The validated config for processes that have no config file of their own (Spark's
-    planner processes and executors), with every secret, and every other value the file
-    wrote with a reference, as the file wrote it: a ``${NAME}`` reference that the
-    receiving process resolves from its own environment, so that plans, task payloads
-    and logs never hold the value. A secret written in
-    clear in the file, or set without a file, travels as it is (with a warning)."""
-    data = config.model_dump(mode="json")
-    references: list[list[str | int]] = []
-    for path in secret_paths(config):
-        text = secret_text(config, path)
-        if text is not None and has_env_reference(text):
-            _put(data, path, text)
-            references.append(list(path))
-        else:
-            _warn_clear_secret(path)
-            _put(data, path, _get(config, path).get_secret_value())
-    secrets = {tuple(p) for p in references}
-    for path, text in reference_texts(config).items():  # the other fields written so
-        if path not in secrets and _has(data, path):
-            _put(data, path, text)
-            references.append(list(path))
-    return json.dumps({SECRET_REFERENCES: references, "config": data, "source": config.source})
-
-
-def config_from_json(text: str, env: Mapping[str, str] | None = None) -> Config:
-    """The config :func:`config_to_json` wrote, its secret references resolved from
-    ``env`` (this process's environment by default)."""
-    payload = json.loads(text)
-    shipped, source = payload["config"], payload.get("source", "config")
-    data = json.loads(json.dumps(shipped))  # resolved below; ``shipped`` keeps the texts
-    environment = os.environ if env is None else env
-    where = f"{source} (in a Spark process on {socket.gethostname()})"
-    for path in payload[SECRET_REFERENCES]:
-        _put(data, path, expand_env(_get(shipped, path), environment, where))
-    config = Config.model_validate(data)
-    config._source = source
-    config._secret_texts = {  # as the file wrote them, for the next hand-over
-        path: _get(shipped, path) for path in secret_paths(config)
-    }
-    config._reference_texts = {
-        tuple(path): text
-        for path in payload[SECRET_REFERENCES]
-        if isinstance(text := _get(shipped, path), str) and has_env_reference(text)
-    }
-    return config
-
-
-SECRET_REFERENCES = "secret_references"
-
-
-def _warn_clear_secret(path: tuple[str | int, ...]) -> None:
-    log.warning(
-        "%s is not a ${NAME} reference: it is handed to Spark processes as it is",
-        key_path(path),
-    )
-
-
-def _get(value: Any, path: Sequence[str | int]) -> Any:
-    """The value at ``path`` in a model (by attribute) or in dumped JSON (by index)."""
-    for key in path:
-        value = getattr(value, str(key)) if isinstance(value, BaseModel) else value[key]
-    return value
-
-
-def _has(data: Any, path: Sequence[str | int]) -> bool:
-    """Whether dumped JSON has a value at ``path``."""
-    try:
-        _get(data, path)
-    except (KeyError, IndexError, TypeError):
-        return False
-    return True
-
-
-def _put(data: Any, path: Sequence[str | int], value: Any) -> None:
-    *parents, last = path
-    container: Any = _get(data, parents)
-    container[last] = value

@@ -9,13 +9,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from replicator.core.config import parse_config
+from replicator.core.config_json import config_from_json, config_to_json
 from replicator.core.errors import ConfigError
 from replicator.core.segments.errors import SegmentMismatchError, SegmentSignatureError
 from replicator.core.segments.format import FOOTER_KEY, SegmentReader, SegmentWriter
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.signing import SIGNATURE_KEY, UNSIGNED, SigningKeys, sign
 from replicator.core.segments.store import signing_keys
-from replicator.core.spark import config_from_json, config_to_json
 from tests.fixtures.hostile import forge, rows
 from tests.fixtures.records import plain
 

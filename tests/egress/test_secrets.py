@@ -17,8 +17,8 @@ from egress.kafka_source import KafkaStreamReader
 from egress.segment_sink import SegmentStreamWriter
 from egress.spark_options import CONFIG_OPTION, config_to_option
 from replicator.core.config import load_config, parse_config, required
+from replicator.core.config_json import config_from_json, config_to_json
 from replicator.core.errors import ConfigError
-from replicator.core.spark import config_from_json, config_to_json
 from tests.fixtures.egress import create_topic, egress_toml, start_egress
 from tests.fixtures.jvm import write_spark_defaults
 from tests.fixtures.stack import SOURCE
