@@ -245,6 +245,20 @@ class RelayWorker(threading.Thread):
         self._committed = self.status.next_offset = next_offset
 
     def _write(self, writer: RecordWriter, messages: list[Any]) -> int:
+        if self._filters:
+            self._write_filtered(writer, messages)
+        else:  # the records as read: no table to build (see write_messages)
+            size = writer.write_messages(messages)
+            self.metrics.records.labels(*self._labels).inc(len(messages))
+            self.metrics.bytes.labels(*self._labels).inc(size)
+        last = messages[-1]
+        stamp_type, stamp = last.timestamp()
+        self._last = record_ref(last.offset(), last.key(), last.value(), stamp_type, stamp)
+        if stamp_type:
+            self.metrics.lag_seconds.labels(*self._labels).set(max(0.0, time.time() - stamp / 1000))
+        return int(last.offset()) + 1
+
+    def _write_filtered(self, writer: RecordWriter, messages: list[Any]) -> None:
         records = pa.Table.from_batches([messages_to_records(messages)])
         kept = self._filters.apply(records, self.topic.source_topic, self.partition)
         if kept.num_rows:
@@ -256,12 +270,6 @@ class RelayWorker(threading.Thread):
             self.metrics.bytes.labels(*self._labels).inc(size)
         if kept.num_rows < records.num_rows:
             self.metrics.filtered.labels(*self._labels).inc(records.num_rows - kept.num_rows)
-        last = messages[-1]
-        stamp_type, stamp = last.timestamp()
-        self._last = record_ref(last.offset(), last.key(), last.value(), stamp_type, stamp)
-        if stamp_type:
-            self.metrics.lag_seconds.labels(*self._labels).set(max(0.0, time.time() - stamp / 1000))
-        return int(last.offset()) + 1
 
     # -- upstreams ------------------------------------------------------------------------
 

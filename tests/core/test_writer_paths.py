@@ -1,0 +1,100 @@
+"""The exactly-once writer's two entries write the same records: a table of the segment
+schema (ingress, restore, the relay with filters) and the confluent-kafka messages the
+relay read (the relay without filters, which builds no table). Every record shape, every
+timestamp type, on Apache Kafka, read back with a read_committed reader."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from replicator.core.kafka import provenance
+from replicator.core.kafka.writer import PRODUCE_SLICE_ROWS, PartitionWriter
+from replicator.core.segments.format import TIMESTAMP_NONE
+from tests.fixtures.independent import read_partition
+from tests.fixtures.records import every_shape, to_batch
+from tests.fixtures.writer import WriterDestination, writer_destination
+
+
+class SourceMessage:
+    """What the relay's reader hands over: a confluent-kafka message's accessors."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self._record = record
+
+    def offset(self) -> int:
+        return int(self._record["offset"])
+
+    def key(self) -> bytes | None:
+        return self._record["key"]
+
+    def value(self) -> bytes | None:
+        return self._record["value"]
+
+    def timestamp(self) -> tuple[int, int]:
+        return self._record["timestamp_type"], self._record["timestamp"]
+
+    def headers(self) -> list[tuple[str, bytes | None]] | None:
+        # confluent-kafka gives None, not an empty list, for a record without headers
+        return [(h["key"], h["value"]) for h in self._record["headers"]] or None
+
+
+def shapes() -> list[dict[str, Any]]:
+    """Every shape, then enough more to span two of the writer's slices."""
+    records = every_shape(start=5, step=3)
+    plain = records[0]
+    next_offset = records[-1]["offset"] + 1
+    for offset in range(next_offset, next_offset + PRODUCE_SLICE_ROWS):
+        records.append({**plain, "offset": offset, "value": b"%d" % offset})
+    return records
+
+
+def write(where: WriterDestination, group: str, how: str, records: list[dict]) -> int:
+    writer = PartitionWriter(where.kafka, group, where.target, where.store, kind="relay")
+    try:
+        writer.open()
+        if how == "table":
+            writer.write(pa.Table.from_batches([to_batch(records)]))
+        else:
+            written = writer.write_messages([SourceMessage(r) for r in records])
+            assert written == sum(len(r["key"] or b"") + len(r["value"] or b"") for r in records)
+        return writer.commit(records[-1]["offset"] + 1)
+    finally:
+        writer.close()
+
+
+def test_messages_and_their_table_are_written_as_the_same_records(local_stack, unique):
+    records = shapes()
+    copies = {}
+    for how in ("table", "messages"):
+        where = writer_destination(local_stack, unique)
+        last_destination_offset = write(where, unique("g"), how, records)
+        assert last_destination_offset == len(records) - 1, how
+        resume = where.store.resume_point(where.target)
+        assert (resume.next_source_offset, resume.destination_offset) == (
+            records[-1]["offset"] + 1,
+            len(records) - 1,
+        ), how
+        copies[how] = read_partition(where.bootstrap, where.target.destination_topic, 0)
+
+    by_table, by_messages = copies["table"], copies["messages"]
+    assert len(by_table) == len(by_messages) == len(records)
+    source = provenance.SourcePartition("us-east-1", "t", 0)
+    for record, a, b in zip(records, by_table, by_messages, strict=True):
+        want_headers = (
+            *((h["key"], h["value"]) for h in record["headers"]),
+            (provenance.HEADER, provenance.encode(source, record["offset"])),
+        )
+        assert (
+            (a[3], a[4], a[5])
+            == (b[3], b[4], b[5])
+            == (
+                record["key"],
+                record["value"],
+                want_headers,
+            )
+        ), record["offset"]
+        if record["timestamp_type"] != TIMESTAMP_NONE and record["timestamp"] > 0:
+            # (none, or 0: the producer stamps its clock)
+            assert a[1] == b[1] == record["timestamp"], record["offset"]
