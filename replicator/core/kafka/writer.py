@@ -238,32 +238,48 @@ class PartitionWriter:
         )
 
     def _produce_messages(self, messages: Sequence[Any]) -> int:
-        prefix = self.target.source.header_prefix
-        rows = []
+        """One loop from message to ``produce``: the relay's hottest (see write_messages)."""
+        t = self.target
+        produce = self._producer.produce
+        topic, partition = t.destination_topic, t.destination_partition
+        prefix, header = t.source.header_prefix.encode(), provenance.HEADER
         total = 0
         largest = self._largest
-        for message in messages:
+        last = len(messages) - 1
+        for i, message in enumerate(messages):
             offset, record_key, value = message.offset(), message.key(), message.value()
-            stamp_type, stamp = message.timestamp()
             size = (0 if record_key is None else len(record_key)) + (
                 0 if value is None else len(value)
             )
             total += size
             if size > largest[0]:
                 largest = (size, offset)
-            stamped = (provenance.HEADER, f"{prefix}{offset}".encode())
+            stamp_type, stamp = message.timestamp()
             headers = message.headers()
-            rows.append(
-                (
-                    offset,
-                    record_key,
-                    value,
-                    0 if stamp_type == TIMESTAMP_NONE else stamp,
-                    [*headers, stamped] if headers else [stamped],
-                )
+            stamped = (header, b"%s%d" % (prefix, offset))
+            row = (
+                value,
+                record_key,
+                0 if stamp_type == TIMESTAMP_NONE else stamp,
+                [*headers, stamped] if headers else [stamped],
+                partial(self._delivered, offset) if i == last else None,
             )
+            try:
+                produce(
+                    topic,
+                    row[0],
+                    row[1],
+                    partition,
+                    timestamp=row[2],
+                    headers=row[3],
+                    on_delivery=row[4],
+                )
+            except BufferError:  # librdkafka's queue is full
+                self._produce_again(topic, partition, offset, row)
+            except KafkaException as exc:
+                raise self._produce_failure(offset, exc.args[0]) from None
         self._largest = largest
-        self._produce_rows(rows, len(rows))
+        self._after_slice()
         return total
 
     def _produce_rows(self, rows: Iterable[tuple[int, Any, Any, int, Any]], count: int) -> None:
@@ -277,22 +293,46 @@ class PartitionWriter:
         last = count - 1
         for i, (offset, record_key, value, stamp, headers) in enumerate(rows):
             callback = partial(self._delivered, offset) if i == last else None
-            while True:
-                try:
-                    produce(
-                        topic,
-                        value,
-                        record_key,
-                        partition,
-                        on_delivery=callback,
-                        timestamp=stamp,
-                        headers=headers,
-                    )
-                    break
-                except BufferError:  # librdkafka's queue is full: serve deliveries
-                    self._producer.poll(0.05)
-                except KafkaException as exc:
-                    raise self._produce_failure(offset, exc.args[0]) from None
+            try:
+                produce(
+                    topic,
+                    value,
+                    record_key,
+                    partition,
+                    timestamp=stamp,
+                    headers=headers,
+                    on_delivery=callback,
+                )
+            except BufferError:  # librdkafka's queue is full
+                row = (value, record_key, stamp, headers, callback)
+                self._produce_again(topic, partition, offset, row)
+            except KafkaException as exc:
+                raise self._produce_failure(offset, exc.args[0]) from None
+        self._after_slice()
+
+    def _produce_again(self, topic: str, partition: int, offset: int, row: tuple[Any, ...]) -> None:
+        """``produce`` of one record (value, record key, timestamp, headers, callback)
+        that found librdkafka's queue full: serve deliveries until it takes it."""
+        value, record_key, stamp, headers, callback = row
+        while True:
+            self._producer.poll(0.05)
+            try:
+                self._producer.produce(
+                    topic,
+                    value,
+                    record_key,
+                    partition,
+                    timestamp=stamp,
+                    headers=headers,
+                    on_delivery=callback,
+                )
+                return
+            except BufferError:
+                continue
+            except KafkaException as exc:
+                raise self._produce_failure(offset, exc.args[0]) from None
+
+    def _after_slice(self) -> None:
         if self._failure is not None:
             raise self._failure
         self._producer.poll(0)
