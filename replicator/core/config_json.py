@@ -86,7 +86,6 @@ def config_from_json(text: str, env: Mapping[str, str] | None = None) -> Config:
     return config
 
 
-
 def _warn_clear_secret(path: tuple[str | int, ...]) -> None:
     log.warning(
         "%s is not a ${NAME} reference: it is handed to Spark processes as it is",
