@@ -258,24 +258,19 @@ class PartitionWriter:
             headers = message.headers()
             stamped = (header, b"%s%d" % (prefix, offset))
             row = (
+                topic,
                 value,
                 record_key,
+                partition,
+                partial(self._delivered, offset) if i == last else None,
+                None,
                 0 if stamp_type == TIMESTAMP_NONE else stamp,
                 [*headers, stamped] if headers else [stamped],
-                partial(self._delivered, offset) if i == last else None,
             )
             try:
-                produce(
-                    topic,
-                    row[0],
-                    row[1],
-                    partition,
-                    timestamp=row[2],
-                    headers=row[3],
-                    on_delivery=row[4],
-                )
+                produce(*row)
             except BufferError:  # librdkafka's queue is full
-                self._produce_again(topic, partition, offset, row)
+                self._produce_again(offset, row)
             except KafkaException as exc:
                 raise self._produce_failure(offset, exc.args[0]) from None
         self._largest = largest
@@ -284,7 +279,11 @@ class PartitionWriter:
 
     def _produce_rows(self, rows: Iterable[tuple[int, Any, Any, int, Any]], count: int) -> None:
         """Produce ``count`` rows of (source offset, record key, value, timestamp, headers
-        with provenance) to the destination partition."""
+        with provenance) to the destination partition.
+
+        ``produce`` is called with positional arguments (topic, value, key, partition,
+        on_delivery, its unused alias ``callback``, timestamp, headers): the same tuple
+        serves a retry after a full queue, and positional calls cost less."""
         t = self.target
         produce = self._producer.produce
         topic, partition = t.destination_topic, t.destination_partition
@@ -293,39 +292,22 @@ class PartitionWriter:
         last = count - 1
         for i, (offset, record_key, value, stamp, headers) in enumerate(rows):
             callback = partial(self._delivered, offset) if i == last else None
+            row = (topic, value, record_key, partition, callback, None, stamp, headers)
             try:
-                produce(
-                    topic,
-                    value,
-                    record_key,
-                    partition,
-                    timestamp=stamp,
-                    headers=headers,
-                    on_delivery=callback,
-                )
+                produce(*row)
             except BufferError:  # librdkafka's queue is full
-                row = (value, record_key, stamp, headers, callback)
-                self._produce_again(topic, partition, offset, row)
+                self._produce_again(offset, row)
             except KafkaException as exc:
                 raise self._produce_failure(offset, exc.args[0]) from None
         self._after_slice()
 
-    def _produce_again(self, topic: str, partition: int, offset: int, row: tuple[Any, ...]) -> None:
-        """``produce`` of one record (value, record key, timestamp, headers, callback)
-        that found librdkafka's queue full: serve deliveries until it takes it."""
-        value, record_key, stamp, headers, callback = row
+    def _produce_again(self, offset: int, row: tuple[Any, ...]) -> None:
+        """``produce(*row)`` of the record at source ``offset`` that found librdkafka's
+        queue full: serve deliveries until it takes it."""
         while True:
             self._producer.poll(0.05)
             try:
-                self._producer.produce(
-                    topic,
-                    value,
-                    record_key,
-                    partition,
-                    timestamp=stamp,
-                    headers=headers,
-                    on_delivery=callback,
-                )
+                self._producer.produce(*row)
                 return
             except BufferError:
                 continue
