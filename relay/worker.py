@@ -48,6 +48,7 @@ from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import ResumePoint, WriteTarget
 from replicator.core.kafka.clients import client_config, consume_available
 from replicator.core.kafka.errors import (
+    AuthorizationError,
     BrokerError,
     CheckpointError,
     OwnershipLostError,
@@ -69,6 +70,7 @@ READ_MIN_BYTES = 64 * 1024
 with the default (1 byte) every small batch the source gets is a fetch of its own, and
 the source broker spent 0.56 cores serving them against 0.44 with this."""
 HALTING_ERRORS = (
+    AuthorizationError,
     UpstreamMismatchError,
     SourceDataLossError,
     FilterError,
@@ -191,7 +193,10 @@ class RelayWorker(threading.Thread):
                 # offset of the last commit, so a restart relays them again.
                 writer.abort()
                 if self._committed is not None:
-                    writer.record_halt(self._committed, str(exc))
+                    try:
+                        writer.record_halt(self._committed, str(exc))
+                    except BrokerError as unrecorded:  # the halt stands; only its note is lost
+                        self.log.warning("the halt is not in the checkpoint: %s", unrecorded)
                 raise
         finally:
             writer.close()

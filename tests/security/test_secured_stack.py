@@ -23,6 +23,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
@@ -52,6 +53,9 @@ RESTORED_COPY = "orders.restored"
 DENIED_SOURCE = "audit"
 """Relayed into :data:`DENIED_COPY`, on which the relay's user is denied everything."""
 DENIED_COPY = "audit.relayed"
+REVOKED_SOURCE = "ledger"
+"""Relayed into :data:`REVOKED_COPY`, whose WRITE ACL is revoked while the relay runs."""
+REVOKED_COPY = "ledger.relayed"
 PARTITIONS = 2
 RECORDS = 200
 
@@ -105,13 +109,15 @@ class SecuredStack:
     def admin(self, region: str) -> AdminClient:
         return AdminClient(self.admin_settings(region))
 
-    def start(self, service: str, *args: str) -> tuple[subprocess.Popen[bytes], Path]:
+    def start(
+        self, service: str, *args: str, config: Path | None = None
+    ) -> tuple[subprocess.Popen[bytes], Path]:
         """``replicator <args> --config ...`` as ``service``'s user, in the background,
         logging to a file of its own (returned)."""
         log = self.root / f"{service}.log"
         with log.open("wb") as sink:
             process = subprocess.Popen(
-                [sys.executable, "-m", "replicator", *args, "--config", str(self.path)],
+                [sys.executable, "-m", "replicator", *args, "--config", str(config or self.path)],
                 env={**os.environ, **self.material.service_env(service)},
                 stdout=sink,
                 stderr=subprocess.STDOUT,
@@ -286,6 +292,96 @@ def test_a_denied_destination_topic_halts_its_source_naming_operation_and_topic(
     ), printed
     assert "no leader" not in relay.stderr
     assert elapsed < 25, f"took {elapsed:.0f} s"
+
+
+def relay_config(secured: SecuredStack, name: str, source: str, destination: str) -> Path:
+    """The stack's config with the relay's one topic replaced."""
+    path = secured.root / name
+    path.write_text(
+        secured.path.read_text().replace(
+            f'source_topic = "{TOPIC}"\ndestination_topic = "{RELAY_COPY}"',
+            f'source_topic = "{source}"\ndestination_topic = "{destination}"',
+        )
+    )
+    return path
+
+
+def wait_for_records(secured: SecuredStack, topic: str, count: int, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            held = sum(map(len, records(secured, DESTINATION_REGION, topic)))
+        except Exception:  # the topic may not exist yet
+            held = -1
+        if held >= count:
+            return
+        assert time.monotonic() < deadline, f"{topic} holds {held} of {count} records"
+        time.sleep(0.5)
+
+
+def test_a_write_acl_revoked_while_the_relay_runs_halts_its_partitions_and_loses_nothing(
+    secured,
+):
+    """The relay's WRITE on its destination topic is revoked mid-run: each partition halts
+    with the broker's code and the topic (asking again gets the same answer), nothing more
+    becomes visible; with the ACL granted again, a restarted relay relays the rest, every
+    source record once, in order."""
+    produce(secured, REVOKED_SOURCE, 100)
+    user = SERVICE_USERS["relay"]
+    granted = acl_bindings(read_acl_table(), {"relay": user}, {REVOKED_SOURCE: REVOKED_COPY})
+    for region in (SOURCE_REGION, DESTINATION_REGION):
+        apply_acls(secured.admin(region), granted)
+    path = relay_config(secured, "revoked.toml", REVOKED_SOURCE, REVOKED_COPY)
+    relay, log = secured.start("relay", "relay", config=path)
+    try:
+        wait_for_records(secured, REVOKED_COPY, 100)
+        write = AclBinding(
+            ResourceType.TOPIC,
+            REVOKED_COPY,
+            ResourcePatternType.LITERAL,
+            f"User:{user}",
+            "*",
+            AclOperation.WRITE,
+            AclPermissionType.ALLOW,
+        )
+        admin = secured.admin(DESTINATION_REGION)
+        revoke = AclBindingFilter(
+            ResourceType.TOPIC,
+            REVOKED_COPY,
+            ResourcePatternType.LITERAL,
+            f"User:{user}",
+            "*",
+            AclOperation.WRITE,
+            AclPermissionType.ALLOW,
+        )
+        for future in admin.delete_acls([revoke]).values():
+            assert future.result(timeout=30), "the WRITE ACL was not there to revoke"
+        producer = Producer(secured.admin_settings(SOURCE_REGION))
+        for i in range(100, 200):
+            producer.produce(REVOKED_SOURCE, key=b"k%d" % i, value=b"v%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0
+        deadline = time.monotonic() + 60
+        while log.read_text().count("partition halted") < PARTITIONS:
+            assert relay.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        text = log.read_text()
+        print(f"relay after its WRITE was revoked logged: {text.splitlines()[-1]}")
+        assert "TOPIC_AUTHORIZATION_FAILED" in text and REVOKED_COPY in text, text[-3000:]
+        assert sum(map(len, records(secured, DESTINATION_REGION, REVOKED_COPY))) == 100
+        restarts = text.count("restarting the worker")
+        time.sleep(5)  # halted: not retried in a loop
+        assert log.read_text().count("restarting the worker") == restarts
+    finally:
+        relay.terminate()
+        relay.wait(60)
+
+    apply_acls(admin, [write])
+    again = secured.run("relay", "relay", "--stop-at-end", config=path, timeout=180)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert records(secured, DESTINATION_REGION, REVOKED_COPY) == records(
+        secured, SOURCE_REGION, REVOKED_SOURCE
+    )
 
 
 def _refused(secured: SecuredStack, env: dict[str, str], config: Path | None = None):

@@ -49,6 +49,7 @@ from replicator.core.kafka.checkpoints import (
     WriterKind,
     WriteTarget,
 )
+from replicator.core.kafka.clients import AUTHORIZATION_FAILED, authorization_error
 from replicator.core.kafka.errors import (
     BrokerError,
     OwnershipLostError,
@@ -137,6 +138,9 @@ class PartitionWriter:
         self._opened_at = time.monotonic()
         self._checkpoints = checkpoints
         self._failure: BaseException | None = None
+        self._purged = False
+        """librdkafka purged records of the open transaction from its queue: the
+        transaction failed, and its own error says why (:meth:`_failed_transaction`)."""
         self._last_destination_offset = -1
         self._offset_at_begin = -1
         """The last destination offset when the open transaction began."""
@@ -199,6 +203,7 @@ class PartitionWriter:
             self._refuse_if_frozen("begin a transaction")
             self._call(self._producer.begin_transaction)
             self._in_transaction = True
+            self._purged = False
             self._offset_at_begin = self._last_destination_offset
             self._largest = (-1, -1)
 
@@ -315,9 +320,28 @@ class PartitionWriter:
                 raise self._produce_failure(offset, exc.args[0]) from None
 
     def _after_slice(self) -> None:
+        self._raise_if_failed()
+        self._producer.poll(0)
+
+    def _raise_if_failed(self) -> None:
         if self._failure is not None:
             raise self._failure
-        self._producer.poll(0)
+        if self._purged:
+            raise self._failed_transaction()
+
+    def _failed_transaction(self) -> BaseException:
+        """Why the open transaction failed, once librdkafka purged its records or refused
+        a record for the transaction's state: the broker's answer to the transaction
+        (adding a partition to it without a WRITE ACL, say), which ``commit_transaction``
+        raises at once; a purged record's own report says only "Purged in queue"."""
+        try:
+            self._producer.commit_transaction(10)
+        except KafkaException as exc:
+            return self._failure_of(exc.args[0], "transaction on")
+        return BrokerError(
+            f"records for {self.target} were purged from the producer's queue",
+            code=KafkaError._PURGE_QUEUE,
+        )
 
     def _note_largest(self, table: pa.Table) -> None:
         sizes = pc.add(
@@ -331,6 +355,8 @@ class PartitionWriter:
 
     def _produce_failure(self, source_offset: int | None, error: Any) -> BaseException:
         """A record refused, by ``produce`` or in its delivery report, as our error."""
+        if error.code() == KafkaError._STATE and self._in_transaction:
+            return self._failed_transaction()  # refused for the transaction's failure
         if error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
             return self._too_large(source_offset, error)
         if error.code() in REFUSED_RECORD_CODES:
@@ -349,7 +375,9 @@ class PartitionWriter:
     def _delivered(self, source_offset: int, error: Any, message: Any) -> None:
         """The delivery report of a slice's last record (at ``source_offset``)."""
         if error is not None:
-            if self._failure is None:
+            if error.code() == KafkaError._PURGE_QUEUE:
+                self._purged = True  # a consequence: the cause is asked for outside callbacks
+            elif self._failure is None:
                 self._failure = self._delivery_error(error, message, source_offset)
             return
         self._last_destination_offset = max(self._last_destination_offset, message.offset())
@@ -387,8 +415,7 @@ class PartitionWriter:
         """Flush, write the checkpoint, commit. Returns the last destination offset."""
         self._begin()
         self._call(lambda: self._producer.flush(60))
-        if self._failure is not None:
-            raise self._failure
+        self._raise_if_failed()
         holds_records = self._last_destination_offset > self._offset_at_begin
         if holds_records:  # the crash points claim records in the transaction
             crash_point(WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT, where=str(self.target))
@@ -494,6 +521,13 @@ class PartitionWriter:
             self._fatal = self._fatal or error
             return OwnershipLostError(
                 f"{self.target} is now written by another instance", code=error.code()
+            )
+        if error.code() in AUTHORIZATION_FAILED:
+            return authorization_error(
+                "Write",
+                f"topic {self.target.destination_topic!r} (or the checkpoint topic "
+                f"{self._checkpoints.topic!r}) in a transaction",
+                error,
             )
         if error.code() in SIZE_REFUSAL_CODES and self._largest[1] >= 0:
             # A record of the transaction without a delivery report of its own was
