@@ -335,7 +335,7 @@ def test_a_write_acl_revoked_while_the_relay_runs_halts_its_partitions_and_loses
     relay, log = secured.start("relay", "relay", config=path)
     try:
         wait_for_records(secured, REVOKED_COPY, 100)
-        write = AclBinding(
+        write_acl = (
             ResourceType.TOPIC,
             REVOKED_COPY,
             ResourcePatternType.LITERAL,
@@ -345,16 +345,7 @@ def test_a_write_acl_revoked_while_the_relay_runs_halts_its_partitions_and_loses
             AclPermissionType.ALLOW,
         )
         admin = secured.admin(DESTINATION_REGION)
-        revoke = AclBindingFilter(
-            ResourceType.TOPIC,
-            REVOKED_COPY,
-            ResourcePatternType.LITERAL,
-            f"User:{user}",
-            "*",
-            AclOperation.WRITE,
-            AclPermissionType.ALLOW,
-        )
-        for future in admin.delete_acls([revoke]).values():
+        for future in admin.delete_acls([AclBindingFilter(*write_acl)]).values():
             assert future.result(timeout=30), "the WRITE ACL was not there to revoke"
         producer = Producer(secured.admin_settings(SOURCE_REGION))
         for i in range(100, 200):
@@ -376,7 +367,7 @@ def test_a_write_acl_revoked_while_the_relay_runs_halts_its_partitions_and_loses
         relay.terminate()
         relay.wait(60)
 
-    apply_acls(admin, [write])
+    apply_acls(admin, [AclBinding(*write_acl)])
     again = secured.run("relay", "relay", "--stop-at-end", config=path, timeout=180)
     assert again.returncode == 0, again.stderr[-3000:]
     assert records(secured, DESTINATION_REGION, REVOKED_COPY) == records(
