@@ -82,7 +82,17 @@ class FencedOnDeliveryProducer:
     def begin_transaction(self) -> None:
         pass
 
-    def produce(self, *args: object, on_delivery: Callable[..., None] | None = None, **_: object):
+    def produce(  # confluent-kafka's signature: the writer passes every argument by position
+        self,
+        topic: str,
+        value: object = None,
+        key: object = None,
+        partition: int = -1,
+        on_delivery: Callable[..., None] | None = None,
+        callback: Callable[..., None] | None = None,
+        timestamp: int = 0,
+        headers: object = None,
+    ) -> None:
         if on_delivery is not None:
             self.callbacks.append(on_delivery)
 
