@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 
 from ingress.errors import PartitionHaltedError
 from ingress.metrics import IngressMetrics
-from ingress.replay_plan import retry_intervals
+from ingress.replay_plan import late_segment_wait
 from ingress.segment_events import REMOVED, SegmentEvent
 from replicator.core.aws.errors import ObjectNotFoundError
 from replicator.core.config import Config, IngressSource, required
@@ -397,7 +397,7 @@ class PartitionWorker(threading.Thread):
         """Replay in offset order. Returns the next offset when caught up and due to
         give the writer up (idle for ``writer_idle_close``, or another partition waits
         for a writer); None when done or stopping."""
-        late_since: tuple[int, int] | None = None  # (gap start, retries used)
+        late_since: tuple[int, float] | None = None  # (gap start, when first missed)
         idle_until: float | None = None  # when a caught-up partition gives its writer up
         while not self._stopping.is_set():
             self._apply_events(next_offset)
@@ -442,13 +442,13 @@ class PartitionWorker(threading.Thread):
         return self._writer_slots.wanted() or time.monotonic() >= idle_until
 
     def _handle_gap(
-        self, gap: Gap, late: tuple[int, int] | None, next_offset: int
-    ) -> tuple[tuple[int, int] | None, int]:
-        intervals = retry_intervals(
-            self.source.late_segment_retries, self.source.lost_segment_timeout
-        )
+        self, gap: Gap, late: tuple[int, float] | None, next_offset: int
+    ) -> tuple[tuple[int, float] | None, int]:
+        """Wait for the gap's segment (one look after the wait), or give it up once
+        ``lost_segment_timeout`` has passed since it was first missed (``late``: the gap's
+        first offset and when it was first missed)."""
         if late is None or late[0] != gap.first:
-            late = (gap.first, 0)
+            late = (gap.first, time.monotonic())
             self.metrics.late_segments.labels(*self._labels).inc()
             self.log.warning(
                 "%s: offsets %d..%d missing while later segments exist; waiting",
@@ -457,11 +457,16 @@ class PartitionWorker(threading.Thread):
                 gap.last,
                 extra={"start": gap.first, "end": gap.last},
             )
-        if late[1] < len(intervals):
+        wait = late_segment_wait(
+            self.source.late_segment_retries,
+            self.source.lost_segment_timeout,
+            time.monotonic() - late[1],
+        )
+        if wait is not None:
             self.status.state = "waiting"
-            self._wait_for_events(intervals[late[1]])
+            self._wait_for_events(wait)
             self._relist()
-            return (late[0], late[1] + 1), next_offset
+            return late, next_offset
         self.metrics.lost_segments.labels(*self._labels).inc()
         message = (
             f"lost segment: {self.source.region}/{self.source.topic} partition "

@@ -463,9 +463,11 @@ class IngressSource(_Model):
     first_segment_delay: Duration = 300.0
     """Old descriptors only: how long after the first segment a partition starts."""
     late_segment_retries: Annotated[int, Field(ge=0)] = 5
-    """Looks for a missing segment before it is declared lost."""
+    """Timed looks for a missing segment, at doubling intervals from its first miss;
+    an event in between adds a look without moving them."""
     lost_segment_timeout: Duration = 3600.0
-    """How long a missing segment (or start) is waited for before it is lost."""
+    """How long a missing segment (or start) is waited for, from its first miss, before
+    it is lost, however many events arrive meanwhile."""
 
     @model_validator(mode="after")
     def _check_topic(self) -> IngressSource:

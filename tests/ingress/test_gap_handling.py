@@ -4,12 +4,16 @@ exist; the worker waits for it (late segment), then halts or skips (lost segment
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from ingress.replay_plan import retry_intervals
+from ingress.replay_plan import late_segment_wait, retry_intervals
+from ingress.segment_events import CREATED, SegmentEvent
 from ingress.worker import ExportStart
 from replicator.core.kafka.testing import MemoryWriter
-from tests.fixtures.worker import MemorySegments, config, run_worker
+from replicator.core.segments.key import SegmentKey
+from tests.fixtures.worker import REGION, TOPIC, MemorySegments, config, memory_worker, run_worker
 
 
 def test_a_late_segment_is_waited_for_and_replayed_in_order():
@@ -40,6 +44,28 @@ def test_a_lost_segment_is_skipped_when_configured_and_the_rest_replays():
     assert worker.status.state == "done"
     assert writer.committed == [*range(10), *range(20, 30)]
     assert writer.halted == ""
+
+
+def test_events_of_later_segments_do_not_use_up_the_wait_for_a_late_one():
+    """While offsets 10..19 are late, later segments keep arriving, each with its event (an
+    export goes on): the worker looks again at each, but gives the late segment up only
+    once ``lost_segment_timeout`` has passed since it was first missed, however many
+    events woke it. It arrives after a third of the timeout and is replayed in order;
+    with ``skip``, giving it up early would lose its offsets for good."""
+    segments = MemorySegments([(0, 9), (20, 29)])
+    writer = MemoryWriter()
+    worker = memory_worker(config("skip", lost_segment_timeout="3s"), segments, writer)
+    worker.start()
+    for start in range(30, 330, 10):  # one event every 50 ms for 1.5 s
+        segments.present.append((start, start + 9))
+        s3_key = SegmentKey(REGION, TOPIC, 0, 0, start, start + 9).to_s3_key("data")
+        worker.notify(SegmentEvent(CREATED, s3_key, 1, "2026-01-01T00:00:00Z"))
+        time.sleep(0.05)
+    segments.present.append((10, 19))
+    worker.join(10)
+    assert not worker.is_alive()
+    assert worker.status.state == "done", worker.status
+    assert writer.committed == list(range(30))
 
 
 @pytest.mark.parametrize("resume_at", [5, 10])
@@ -100,3 +126,14 @@ def test_a_resume_point_at_the_end_of_the_listed_segments_is_normal():
     writer = MemoryWriter(checkpoints=[20])
     worker = run_worker(config("fail"), segments, writer)
     assert worker.status.state == "done" and writer.committed == []
+
+
+def test_a_late_segment_is_looked_for_at_the_ends_of_its_retry_intervals_from_the_first_miss():
+    # 2 retries over 3 s: looks at 1 s and 3 s after the first miss, then lost.
+    assert late_segment_wait(2, 3.0, 0.0) == pytest.approx(1.0)
+    assert late_segment_wait(2, 3.0, 0.4) == pytest.approx(0.6)  # woken early by an event
+    assert late_segment_wait(2, 3.0, 1.0) == pytest.approx(2.0)
+    assert late_segment_wait(2, 3.0, 2.9) == pytest.approx(0.1)
+    assert late_segment_wait(2, 3.0, 3.0) is None
+    assert late_segment_wait(0, 3.0, 2.9) == pytest.approx(0.1)
+    assert late_segment_wait(0, 3.0, 3.5) is None
