@@ -49,7 +49,13 @@ from replicator.core.errors import ReplicatorError
 from replicator.core.filters import FilterChain
 from replicator.core.filters.errors import FilterError
 from replicator.core.kafka.checkpoints import ResumePoint, WriteTarget
-from replicator.core.kafka.errors import CheckpointError, OwnershipLostError, RecordRefusedError
+from replicator.core.kafka.errors import (
+    AuthorizationError,
+    BrokerError,
+    CheckpointError,
+    OwnershipLostError,
+    RecordRefusedError,
+)
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.writer import RecordWriter
 from replicator.core.logs import ContextLog, partition_fields
@@ -72,6 +78,11 @@ from replicator.core.segments.store import StoredSegment
 from replicator.core.workers import WriterSlots
 
 log = logging.getLogger(__name__)
+
+HALTING_ERRORS = (PartitionHaltedError, RecordRefusedError, CheckpointError, AuthorizationError)
+"""What halts a partition instead of failing its worker: asking again gets the same answer
+(a record the destination refuses, a checkpoint that is not one, an ACL the broker does not
+grant) until an operator acts, so a restart every few seconds would only loop."""
 
 
 class TableSource(Protocol):
@@ -178,7 +189,7 @@ class PartitionWorker(threading.Thread):
             self.failure = exc
             self.metrics.fenced.labels(*self._labels).inc()
             self.log.warning("%s fenced; re-opening its writer unless it moved: %s", self.name, exc)
-        except (PartitionHaltedError, RecordRefusedError, CheckpointError) as exc:
+        except HALTING_ERRORS as exc:
             self.status.state, self.status.reason = "halted", str(exc)
             self.metrics.halted.labels(*self._labels).set(1)
             self.log.error("partition halted: %s", exc)
@@ -221,10 +232,13 @@ class PartitionWorker(threading.Thread):
                 else:
                     next_offset = self._reopened_at(resume, next_offset)
                 return self._replay(writer, next_offset)
-            except (PartitionHaltedError, RecordRefusedError) as exc:
+            except (PartitionHaltedError, RecordRefusedError, AuthorizationError) as exc:
                 writer.abort()
                 if self.status.next_offset is not None:  # else nothing started: no position
-                    writer.record_halt(self.status.next_offset, str(exc))
+                    try:
+                        writer.record_halt(self.status.next_offset, str(exc))
+                    except BrokerError as unrecorded:  # the halt stands; only its note is lost
+                        self.log.warning("the halt is not in the checkpoint: %s", unrecorded)
                 raise
         finally:
             writer.close()

@@ -43,6 +43,10 @@ from infra.local_config import (
 )
 from infra.security import BROKER_USER, PASSWORD_ENV, SERVICE_USERS, SecurityMaterial, make_ca
 from replicator.core.config import Config
+from replicator.core.segments.descriptor import describe
+from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
+from replicator.core.segments.store import SegmentStore
+from tests.fixtures.records import plain
 
 pytestmark = pytest.mark.integration
 
@@ -56,6 +60,10 @@ DENIED_COPY = "audit.relayed"
 REVOKED_SOURCE = "ledger"
 """Relayed into :data:`REVOKED_COPY`, whose WRITE ACL is revoked while the relay runs."""
 REVOKED_COPY = "ledger.relayed"
+JOURNAL = "journal"
+"""Its segments are placed in the destination's bucket by the test (as replication
+would); replayed into :data:`JOURNAL_COPY`, whose WRITE ACL is revoked while ingress runs."""
+JOURNAL_COPY = "journal.replayed"
 PARTITIONS = 2
 RECORDS = 200
 
@@ -319,6 +327,39 @@ def wait_for_records(secured: SecuredStack, topic: str, count: int, timeout: flo
         time.sleep(0.5)
 
 
+def revoke_write(secured: SecuredStack, service: str, topic: str) -> AclBinding:
+    """Delete ``service``'s WRITE ACL on the destination's ``topic``; returns it, to grant
+    again."""
+    write_acl = (
+        ResourceType.TOPIC,
+        topic,
+        ResourcePatternType.LITERAL,
+        f"User:{SERVICE_USERS[service]}",
+        "*",
+        AclOperation.WRITE,
+        AclPermissionType.ALLOW,
+    )
+    admin = secured.admin(DESTINATION_REGION)
+    for future in admin.delete_acls([AclBindingFilter(*write_acl)]).values():
+        assert future.result(timeout=30), f"{service}'s WRITE ACL on {topic} was not there"
+    return AclBinding(*write_acl)
+
+
+def wait_for_halts(process: subprocess.Popen[bytes], log: Path, count: int) -> str:
+    """The service's log once ``count`` partitions halted (it must still run, and not loop:
+    no worker restarted in the 5 s after)."""
+    deadline = time.monotonic() + 60
+    while log.read_text().count("partition halted") < count:
+        assert process.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
+    restarts = log.read_text().count("restarting the worker")
+    time.sleep(5)
+    text = log.read_text()
+    assert text.count("restarting the worker") == restarts, text[-3000:]
+    return text
+
+
 def test_a_write_acl_revoked_while_the_relay_runs_halts_its_partitions_and_loses_nothing(
     secured,
 ):
@@ -335,44 +376,72 @@ def test_a_write_acl_revoked_while_the_relay_runs_halts_its_partitions_and_loses
     relay, log = secured.start("relay", "relay", config=path)
     try:
         wait_for_records(secured, REVOKED_COPY, 100)
-        write_acl = (
-            ResourceType.TOPIC,
-            REVOKED_COPY,
-            ResourcePatternType.LITERAL,
-            f"User:{user}",
-            "*",
-            AclOperation.WRITE,
-            AclPermissionType.ALLOW,
-        )
-        admin = secured.admin(DESTINATION_REGION)
-        for future in admin.delete_acls([AclBindingFilter(*write_acl)]).values():
-            assert future.result(timeout=30), "the WRITE ACL was not there to revoke"
+        write_acl = revoke_write(secured, "relay", REVOKED_COPY)
         producer = Producer(secured.admin_settings(SOURCE_REGION))
         for i in range(100, 200):
             producer.produce(REVOKED_SOURCE, key=b"k%d" % i, value=b"v%d" % i, partition=i % 2)
         assert producer.flush(30) == 0
-        deadline = time.monotonic() + 60
-        while log.read_text().count("partition halted") < PARTITIONS:
-            assert relay.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
-        text = log.read_text()
+        text = wait_for_halts(relay, log, PARTITIONS)
         print(f"relay after its WRITE was revoked logged: {text.splitlines()[-1]}")
         assert "TOPIC_AUTHORIZATION_FAILED" in text and REVOKED_COPY in text, text[-3000:]
         assert sum(map(len, records(secured, DESTINATION_REGION, REVOKED_COPY))) == 100
-        restarts = text.count("restarting the worker")
-        time.sleep(5)  # halted: not retried in a loop
-        assert log.read_text().count("restarting the worker") == restarts
     finally:
         relay.terminate()
         relay.wait(60)
 
-    apply_acls(admin, [AclBinding(*write_acl)])
+    apply_acls(secured.admin(DESTINATION_REGION), [write_acl])
     again = secured.run("relay", "relay", "--stop-at-end", config=path, timeout=180)
     assert again.returncode == 0, again.stderr[-3000:]
     assert records(secured, DESTINATION_REGION, REVOKED_COPY) == records(
         secured, SOURCE_REGION, REVOKED_SOURCE
     )
+
+
+def test_a_write_acl_revoked_while_ingress_runs_halts_its_partitions_and_loses_nothing(secured):
+    """Ingress's WRITE on its destination topic is revoked between two segments: each
+    partition halts with the broker's code and the topic instead of its worker being
+    restarted every few seconds; nothing more becomes visible; with the ACL granted
+    again, ingress replays the rest, every source offset once, in order."""
+    user = {"ingress": SERVICE_USERS["ingress"]}
+    apply_acls(
+        secured.admin(DESTINATION_REGION),
+        acl_bindings(read_acl_table(), user, {JOURNAL: JOURNAL_COPY}),
+    )
+    store = SegmentStore.for_region(secured.config, DESTINATION_REGION)
+    descriptor = describe(JOURNAL, PARTITIONS, {}, SOURCE_REGION, {0: 0, 1: 0})
+    store.put_json(topic_descriptor_s3_key("data", SOURCE_REGION, JOURNAL), descriptor)
+
+    def put_segments(start: int, count: int) -> None:
+        for partition in range(PARTITIONS):
+            key = SegmentKey(SOURCE_REGION, JOURNAL, partition, 0, start, start + count - 1)
+            store.write_segment(key, plain(count, start))
+
+    put_segments(0, 50)
+    path = secured.root / "journal.toml"
+    path.write_text(
+        secured.path.read_text().replace(
+            f'topic = "{TOPIC}"\ndestination_topic = "{INGRESS_COPY}"',
+            f'topic = "{JOURNAL}"\ndestination_topic = "{JOURNAL_COPY}"',
+        )
+    )
+    ingress, log = secured.start("ingress", "ingress", config=path)
+    try:
+        wait_for_records(secured, JOURNAL_COPY, 100)
+        write_acl = revoke_write(secured, "ingress", JOURNAL_COPY)
+        put_segments(50, 50)
+        text = wait_for_halts(ingress, log, PARTITIONS)
+        print(f"ingress after its WRITE was revoked logged: {text.splitlines()[-1]}")
+        assert "TOPIC_AUTHORIZATION_FAILED" in text and JOURNAL_COPY in text, text[-3000:]
+        assert sum(map(len, records(secured, DESTINATION_REGION, JOURNAL_COPY))) == 100
+    finally:
+        ingress.terminate()
+        ingress.wait(60)
+
+    apply_acls(secured.admin(DESTINATION_REGION), [write_acl])
+    again = secured.run("ingress", "ingress", "--stop-at-end", config=path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    expected = [(b"key-%d" % i, (b"%08d" % i) * 12) for i in range(100)]
+    assert records(secured, DESTINATION_REGION, JOURNAL_COPY) == [expected] * PARTITIONS
 
 
 def _refused(secured: SecuredStack, env: dict[str, str], config: Path | None = None):
