@@ -29,7 +29,7 @@ def test_a_short_chaos_soak_loses_and_duplicates_nothing(tmp_path):
     out = io.StringIO()
     result = run_chaos(
         ChaosOptions(
-            workdir=tmp_path / "chaos", seconds=45, rate=1_000, max_pause=6, gap=(1.5, 4.0)
+            workdir=tmp_path / "chaos", seconds=30, rate=1_000, max_pause=6, gap=(1.0, 3.0)
         ),
         out,
     )
