@@ -345,11 +345,14 @@ def revoke_write(secured: SecuredStack, service: str, topic: str) -> AclBinding:
     return AclBinding(*write_acl)
 
 
-def wait_for_halts(process: subprocess.Popen[bytes], log: Path, count: int) -> str:
-    """The service's log once ``count`` partitions halted (it must still run, and not loop:
-    no worker restarted in the 5 s after)."""
+def assert_halted_on_revoked_write(
+    service: str, process: subprocess.Popen[bytes], log: Path, topic: str, secured: SecuredStack
+) -> None:
+    """Every partition of ``service`` (running, logging to ``log``) halts with the broker's
+    code naming ``topic``, which holds the 100 records written before the revocation; and
+    it does not loop: no worker restarted in the 5 s after."""
     deadline = time.monotonic() + 60
-    while log.read_text().count("partition halted") < count:
+    while log.read_text().count("partition halted") < PARTITIONS:
         assert process.poll() is None, log.read_text()[-3000:]
         assert time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.5)
@@ -357,7 +360,9 @@ def wait_for_halts(process: subprocess.Popen[bytes], log: Path, count: int) -> s
     time.sleep(5)
     text = log.read_text()
     assert text.count("restarting the worker") == restarts, text[-3000:]
-    return text
+    print(f"{service} after its WRITE was revoked logged: {text.splitlines()[-1]}")
+    assert "TOPIC_AUTHORIZATION_FAILED" in text and topic in text, text[-3000:]
+    assert sum(map(len, records(secured, DESTINATION_REGION, topic))) == 100
 
 
 def test_a_write_acl_revoked_while_the_relay_runs_halts_its_partitions_and_loses_nothing(
@@ -381,10 +386,7 @@ def test_a_write_acl_revoked_while_the_relay_runs_halts_its_partitions_and_loses
         for i in range(100, 200):
             producer.produce(REVOKED_SOURCE, key=b"k%d" % i, value=b"v%d" % i, partition=i % 2)
         assert producer.flush(30) == 0
-        text = wait_for_halts(relay, log, PARTITIONS)
-        print(f"relay after its WRITE was revoked logged: {text.splitlines()[-1]}")
-        assert "TOPIC_AUTHORIZATION_FAILED" in text and REVOKED_COPY in text, text[-3000:]
-        assert sum(map(len, records(secured, DESTINATION_REGION, REVOKED_COPY))) == 100
+        assert_halted_on_revoked_write("relay", relay, log, REVOKED_COPY, secured)
     finally:
         relay.terminate()
         relay.wait(60)
@@ -429,10 +431,7 @@ def test_a_write_acl_revoked_while_ingress_runs_halts_its_partitions_and_loses_n
         wait_for_records(secured, JOURNAL_COPY, 100)
         write_acl = revoke_write(secured, "ingress", JOURNAL_COPY)
         put_segments(50, 50)
-        text = wait_for_halts(ingress, log, PARTITIONS)
-        print(f"ingress after its WRITE was revoked logged: {text.splitlines()[-1]}")
-        assert "TOPIC_AUTHORIZATION_FAILED" in text and JOURNAL_COPY in text, text[-3000:]
-        assert sum(map(len, records(secured, DESTINATION_REGION, JOURNAL_COPY))) == 100
+        assert_halted_on_revoked_write("ingress", ingress, log, JOURNAL_COPY, secured)
     finally:
         ingress.terminate()
         ingress.wait(60)
