@@ -51,7 +51,6 @@ from replicator.core.filters.errors import FilterError
 from replicator.core.kafka.checkpoints import ResumePoint, WriteTarget
 from replicator.core.kafka.errors import (
     AuthorizationError,
-    BrokerError,
     CheckpointError,
     OwnershipLostError,
     RecordRefusedError,
@@ -235,10 +234,7 @@ class PartitionWorker(threading.Thread):
             except (PartitionHaltedError, RecordRefusedError, AuthorizationError) as exc:
                 writer.abort()
                 if self.status.next_offset is not None:  # else nothing started: no position
-                    try:
-                        writer.record_halt(self.status.next_offset, str(exc))
-                    except BrokerError as unrecorded:  # the halt stands; only its note is lost
-                        self.log.warning("the halt is not in the checkpoint: %s", unrecorded)
+                    writer.record_halt(self.status.next_offset, str(exc))
                 raise
         finally:
             writer.close()

@@ -193,10 +193,7 @@ class RelayWorker(threading.Thread):
                 # offset of the last commit, so a restart relays them again.
                 writer.abort()
                 if self._committed is not None:
-                    try:
-                        writer.record_halt(self._committed, str(exc))
-                    except BrokerError as unrecorded:  # the halt stands; only its note is lost
-                        self.log.warning("the halt is not in the checkpoint: %s", unrecorded)
+                    writer.record_halt(self._committed, str(exc))
                 raise
         finally:
             writer.close()

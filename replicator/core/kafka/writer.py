@@ -431,10 +431,16 @@ class PartitionWriter:
 
     def record_halt(self, next_source_offset: int, reason: str) -> None:
         """Leave the reason a partition halted in its checkpoint, for operators and
-        ``replicator status`` (nothing else is produced)."""
-        self._begin()
-        self._checkpoint(next_source_offset, reason)
-        self._commit_transaction()
+        ``replicator status`` (nothing else is produced). The halt stands whether or not
+        the note is written: a producer whose transaction the broker failed (an ACL
+        revoked: the abort is answered INVALID_TXN_STATE) cannot write it, which is
+        logged."""
+        try:
+            self._begin()
+            self._checkpoint(next_source_offset, reason)
+            self._commit_transaction()
+        except BrokerError as unrecorded:
+            log.warning("the halt of %s is not in its checkpoint: %s", self.target, unrecorded)
 
     def _commit_transaction(self) -> None:
         self._refuse_if_frozen("commit")
