@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -82,12 +82,20 @@ def settled_end(
 
 def read_range(
     consumer: Consumer, tp: TopicPartition, start: int, end: int | None
-) -> Iterator[Any]:
+) -> Generator[Any, None, None]:
     """Messages of ``tp`` with offsets in the half-open range [start, end), in order;
     ``end`` None reads to the end of the partition (brokers may report a high watermark
-    short of the real end)."""
+    short of the real end). The partition is given back when the read ends or is
+    abandoned: a tail reader left assigned fetches it every 10 ms (see
+    :func:`tail_reader`) while its owner goes on to wait for something else."""
     consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
-    where = f"{tp.topic} partition {tp.partition}"
+    try:
+        yield from _assigned_range(consumer, f"{tp.topic} partition {tp.partition}", end)
+    finally:
+        consumer.unassign()
+
+
+def _assigned_range(consumer: Consumer, where: str, end: int | None) -> Iterator[Any]:
     deadline = time.monotonic() + READ_TIMEOUT
     while True:
         message = consumer.poll(1.0)

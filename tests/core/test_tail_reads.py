@@ -1,0 +1,40 @@
+"""A tail read gives its partition back when it ends.
+
+Tail readers ask the broker not to hold fetches (``fetch.wait.max.ms`` 10, so that the
+empty fetch revealing the end comes at once). A reader still assigned after its scan
+would go on fetching the partition a hundred times a second while its owner waits for
+something else: a writer's resume point scans the checkpoint partition, then may wait
+up to a transaction timeout for the destination partition's transactions to end, with
+the same reader. Dozens of writers opening at once made that a load of their own on a
+broker that was slow already."""
+
+from __future__ import annotations
+
+from confluent_kafka import Producer, TopicPartition
+
+from replicator.core.kafka.tail import read_range, tail_reader
+from tests.fixtures.relay import create_topic
+from tests.fixtures.stack import DESTINATION
+
+
+def test_a_range_read_to_its_end_or_abandoned_leaves_the_reader_unassigned(local_stack, unique):
+    bootstrap = local_stack.bootstrap(DESTINATION)
+    topic = unique("tail")
+    create_topic(bootstrap, topic, 1)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        producer.produce(topic, b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    reader = tail_reader({"bootstrap.servers": bootstrap}, unique("g"))
+    tp = TopicPartition(topic, 0)
+    try:
+        assert [m.offset() for m in read_range(reader, tp, 4, None)] == list(range(4, 10))
+        assert reader.assignment() == []
+
+        abandoned = read_range(reader, tp, 0, 8)
+        assert next(abandoned).offset() == 0
+        assert reader.assignment() != []  # assigned while the read goes on
+        abandoned.close()
+        assert reader.assignment() == []
+    finally:
+        reader.close()
