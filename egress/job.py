@@ -20,6 +20,7 @@ from typing import Any
 from pyspark.errors import StreamingQueryException
 
 from egress.catalog import SourceCatalog
+from egress.checkpoint_files import checkpoint_file_settings
 from egress.errors import EgressFailedError
 from egress.group_offsets import GroupOffsetsExporter
 from egress.kafka_source import KafkaSource
@@ -39,7 +40,29 @@ log = logging.getLogger(__name__)
 GRACEFUL_STOP_TIMEOUT = 120.0
 EXPORT_START_CHECK_INTERVAL = 2.0
 
+BATCH_PHASES = (
+    ("planning", "latestOffset"),
+    ("offset log", "walCommit"),
+    ("ranges", "getBatch"),
+    ("query plan", "queryPlanning"),
+    ("writing", "addBatch"),
+    ("commit", "commitOffsets"),
+)
+"""A micro-batch's phases as Spark's progress names them (``durationMs``), in order: the
+planner's ``latestOffset``, Spark's write-ahead offset log, the ranges handed to the tasks,
+the query's planning, the tasks reading and writing segments with the sink's commit, then
+Spark's commit log. What ``triggerExecution`` holds beyond their sum is Spark's own."""
+
 _ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+
+def batch_phases(durations_ms: dict[str, int]) -> str:
+    """``planning 0.01s, offset log 0.02s, ...``: a batch's phases in order, in seconds,
+    then ``other`` for the trigger's time outside them (never below zero)."""
+    phases = [(name, durations_ms.get(key, 0) / 1000.0) for name, key in BATCH_PHASES]
+    other = durations_ms.get("triggerExecution", 0) / 1000.0 - sum(s for _, s in phases)
+    phases.append(("other", max(0.0, other)))
+    return ", ".join(f"{name} {seconds:.2f}s" for name, seconds in phases)
 
 
 def root_cause(text: str) -> str:
@@ -164,7 +187,10 @@ class EgressJob:
         groups = GroupOffsetsExporter(self.config, catalog)
 
         spark = self._spark or spark_session(
-            self.master, f"replicator-egress-{self.egress.region}", {}, self.config.spark
+            self.master,
+            f"replicator-egress-{self.egress.region}",
+            checkpoint_file_settings(self.egress.checkpoint_location),
+            self.config.spark,
         )
         spark.dataSource.register(KafkaSource)
         spark.dataSource.register(SegmentSink)
@@ -267,13 +293,11 @@ class EgressJob:
             duration = durations.get("triggerExecution", 0) / 1000.0
             self._batch_seconds += duration
             log.info(
-                "batch %d: %d records in %.1fs (planning %.1fs, writing %.1fs, commit %.1fs)",
+                "batch %d: %d records in %.2fs (%s)",
                 batch_id,
                 progress.numInputRows,
                 duration,
-                durations.get("latestOffset", 0) / 1000.0,
-                durations.get("addBatch", 0) / 1000.0,
-                durations.get("commitOffsets", 0) / 1000.0,
+                batch_phases(durations),
                 extra={"batch": batch_id},
             )
             metrics.batch_completed(duration)
