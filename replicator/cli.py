@@ -35,13 +35,17 @@ def _load(args: argparse.Namespace) -> Config:
     return load_config(args.config)
 
 
-def _check_kafka(config: Config, *regions: str) -> None:
+def _check_kafka(config: Config, *regions: str, timeout: float | None = None) -> None:
     """Stop before any work, with one clear error, when a region's cluster refuses this
-    service's user or certificate (see ``check_access``)."""
+    service's user or certificate (see ``check_access``); a cluster that does not answer
+    is waited for ``timeout`` seconds (the check's default without one)."""
     from replicator.core.kafka.clients import check_access
 
     for region in dict.fromkeys(regions):
-        check_access(config.region(region).kafka, region)
+        if timeout is None:
+            check_access(config.region(region).kafka, region)
+        else:
+            check_access(config.region(region).kafka, region, timeout)
 
 
 def _stack(args: argparse.Namespace) -> int:
@@ -219,13 +223,15 @@ def _spark_archive(args: argparse.Namespace) -> int:
 def _failover(args: argparse.Namespace) -> int:
     import json
 
-    from replicator.failover import apply, collect, render
+    from replicator.failover import REACH_TIMEOUT, apply, collect, render
 
     config = _load(args)
+    # A destination that does not answer is reported, not waited for: an operator runs
+    # failover in an outage.
     if config.ingress is not None:
-        _check_kafka(config, config.ingress.region)
+        _check_kafka(config, config.ingress.region, timeout=REACH_TIMEOUT)
     elif config.relay is not None:
-        _check_kafka(config, config.relay.destination)
+        _check_kafka(config, config.relay.destination, timeout=REACH_TIMEOUT)
     report = collect(config, args.group or ())
     if args.apply:
         apply(config, report)

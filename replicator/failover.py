@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,9 @@ from replicator.core.untrusted_text import escape
 log = logging.getLogger(__name__)
 
 REACH_TIMEOUT = 5.0
+
+LOOKUPS = 8
+"""Look-ups in flight at once (threads of one ``failover``)."""
 
 
 @dataclass
@@ -186,31 +190,59 @@ def _listed(store: SegmentStore, source: SourcePartition) -> list[StoredSegment]
 
 
 def _ingress_partitions(
-    config: Config, sources: list[IngressSource], unreachable: list[str]
+    config: Config, sources: list[IngressSource], report: FailoverReport, pool: Executor
 ) -> list[PartitionReadiness]:
+    """A row per partition the destination bucket holds segments of, with the source
+    bucket's end and the RPO where it answers. Each source bucket is asked for a topic's
+    partitions first and only then for each partition's segments: in a source region's
+    outage that is one unanswered request per topic, not one per partition."""
     ingress = required(config, "ingress")
-    destination = SegmentStore.for_region(config, ingress.region)
-    rows = []
+    destination = SegmentStore.for_region(config, ingress.region, lookup=True)
+    asked = []
     for source in sources:
-        origin = SegmentStore.for_region(config, source.region)
+        origin = SegmentStore.for_region(config, source.region, lookup=True)
+        asked.append(
+            (
+                source,
+                origin,
+                pool.submit(destination.list_partitions, source.region, source.topic),
+                pool.submit(origin.list_partitions, source.region, source.topic),
+            )
+        )
+    listings = []
+    for source, origin, at_destination, at_origin in asked:
         try:
-            listed = destination.list_partitions(source.region, source.topic)
+            partitions = at_destination.result()
         except StorageError as exc:
-            unreachable.append(
+            report.unreachable.append(
                 f"bucket {destination.bucket} ({ingress.region}): the partitions of "
                 f"{source.region}/{source.topic} are not known ({exc})"
             )
             continue
-        for partition in listed:
+        origin_answers = at_origin.exception() is None
+        if not origin_answers:
+            report.notes.append(
+                f"bucket {origin.bucket} ({source.region}) did not answer: source ends and "
+                f"RPO of {source.region}/{source.topic} unknown ({at_origin.exception()})"
+            )
+        for partition in partitions:
             sp = SourcePartition(source.region, source.topic, partition)
-            row = PartitionReadiness(sp, source.destination)
-            present = _listed(destination, sp) or []
-            row.available_end = exported_end(s.segment_key for s in present)
-            at_source = _listed(origin, sp)
-            if at_source is not None:
-                row.source_end = exported_end(s.segment_key for s in at_source)
-                _, row.rpo_seconds = rpo(at_source, present)
-            rows.append(row)
+            listings.append(
+                (
+                    PartitionReadiness(sp, source.destination),
+                    pool.submit(_listed, destination, sp),
+                    pool.submit(_listed, origin, sp) if origin_answers else None,
+                )
+            )
+    rows = []
+    for row, present_future, at_source_future in listings:
+        present = present_future.result() or []
+        row.available_end = exported_end(s.segment_key for s in present)
+        at_source = at_source_future.result() if at_source_future else None
+        if at_source is not None:
+            row.source_end = exported_end(s.segment_key for s in at_source)
+            _, row.rpo_seconds = rpo(at_source, present)
+        rows.append(row)
     return rows
 
 
@@ -220,7 +252,7 @@ def _ingress_sources(config: Config, unreachable: list[str]) -> list[IngressSour
     from ingress.sources import concrete_sources
 
     ingress = required(config, "ingress")
-    store = SegmentStore.for_region(config, ingress.region)
+    store = SegmentStore.for_region(config, ingress.region, lookup=True)
     try:
         return concrete_sources(ingress, store.list_topics)
     except StorageError as exc:
@@ -228,40 +260,47 @@ def _ingress_sources(config: Config, unreachable: list[str]) -> list[IngressSour
         return [s for s in ingress.sources if s.topic]
 
 
-def _ingress_report(config: Config, names: set[str] | None) -> FailoverReport:
+def _ingress_report(config: Config, names: set[str] | None, pool: Executor) -> FailoverReport:
     from ingress.group_sync import translate_exported
 
     ingress = required(config, "ingress")
     kafka = client_config(config.region(ingress.region).kafka, socket_timeout_ms=3000)
-    unreachable: list[str] = []
-    sources = _ingress_sources(config, unreachable)
-    partitions = _ingress_partitions(config, sources, unreachable)
+    answer = pool.submit(_kafka_answer, kafka)  # asked while the buckets are
+    report = FailoverReport(ingress.region, [], [])
+    sources = _ingress_sources(config, report.unreachable)
+    report.partitions = _ingress_partitions(config, sources, report, pool)
     counts: dict[tuple[str, str], int] = {}
-    for row in partitions:
+    for row in report.partitions:
         key = (row.source.origin, row.source.topic)
         counts[key] = max(counts.get(key, 0), row.source.partition + 1)
-    report = FailoverReport(ingress.region, partitions, [], unreachable=unreachable)
-    if not _kafka_answers(kafka, ingress.region, report):
+    if not _kafka_answers(answer.result(), ingress.region, report):
         return report
     checkpoints = CheckpointStore(kafka, ingress.checkpoint_topic, ingress.checkpoint_partitions)
     rows: list[GroupPartition] = []
-    if _replayed(checkpoints, partitions, report):  # else nothing to translate into
+    if _replayed(checkpoints, report.partitions, report, pool):  # else nothing to translate
         try:
             rows = translate_exported(config, kafka, sources, counts, names)
         except ReplicatorError as exc:
-            unreachable.append(f"consumer groups not translated: {exc}")
-    report.groups = _groups(kafka, ingress.region, rows, names, unreachable)
+            report.unreachable.append(f"consumer groups not translated: {exc}")
+    report.groups = _groups(kafka, ingress.region, rows, names, report.unreachable)
     return report
 
 
-def _kafka_answers(kafka: dict[str, Any], region: str, report: FailoverReport) -> bool:
-    """Whether the destination cluster answers; if not, the report says what is missing."""
+def _kafka_answer(kafka: dict[str, Any]) -> str | None:
+    """None when the cluster answers, else why not."""
     try:
         AdminClient(kafka).list_topics(timeout=REACH_TIMEOUT)
     except KafkaException as exc:
+        return str(exc.args[0].str())
+    return None
+
+
+def _kafka_answers(failure: str | None, region: str, report: FailoverReport) -> bool:
+    """Whether the destination cluster answered; if not, the report says what is missing."""
+    if failure is not None:
         report.unreachable.append(
             f"Kafka of {region}: positions in the destination and consumer groups unknown "
-            f"({exc.args[0].str()})"
+            f"({failure})"
         )
         return False
     return True
@@ -270,13 +309,14 @@ def _kafka_answers(kafka: dict[str, Any], region: str, report: FailoverReport) -
 # -- direct relay -------------------------------------------------------------------------
 
 
-def _relay_report(config: Config, names: set[str] | None) -> FailoverReport:
+def _relay_report(config: Config, names: set[str] | None, pool: Executor) -> FailoverReport:
     from relay.groups import relay_target, translate_upstream
 
     relay = required(config, "relay")
     kafka = client_config(config.region(relay.destination).kafka, socket_timeout_ms=3000)
+    answer = pool.submit(_kafka_answer, kafka)  # asked while the upstreams are
     unreachable: list[str] = []
-    ends = _upstream_ends(config, relay)
+    ends = _upstream_ends(config, relay, pool)
     if not ends:
         unreachable.append(
             f"upstreams {', '.join(relay.sources)}: none answered; source ends unknown"
@@ -289,10 +329,10 @@ def _relay_report(config: Config, names: set[str] | None) -> FailoverReport:
         row = PartitionReadiness(target.source, target.destination_topic, source_end=end)
         partitions.append(row)
     report = FailoverReport(relay.destination, partitions, [], unreachable=unreachable)
-    if not _kafka_answers(kafka, relay.destination, report):
+    if not _kafka_answers(answer.result(), relay.destination, report):
         return report
     checkpoints = CheckpointStore(kafka, relay.checkpoint_topic, relay.checkpoint_partitions)
-    replayed = _replayed(checkpoints, partitions, report)
+    replayed = _replayed(checkpoints, partitions, report, pool)
     for row in partitions:
         row.available_end = row.replayed_until
     rows: list[GroupPartition] = []
@@ -305,30 +345,43 @@ def _relay_report(config: Config, names: set[str] | None) -> FailoverReport:
     return report
 
 
-def _upstream_ends(config: Config, relay: RelayConfig) -> dict[tuple[str, int], int]:
-    """Log ends of the relayed topics on the first upstream that answers ({} if none)."""
-    for upstream in relay.sources:
-        admin = AdminClient(client_config(config.region(upstream).kafka, socket_timeout_ms=3000))
+def _upstream_ends(
+    config: Config, relay: RelayConfig, pool: Executor
+) -> dict[tuple[str, int], int]:
+    """Log ends of the relayed topics on the first upstream, in order of preference, that
+    answers ({} if none). Every upstream is asked at once."""
+    asked = [
+        (upstream, pool.submit(_log_ends, config, relay, upstream)) for upstream in relay.sources
+    ]
+    for upstream, ends in asked:
         try:
-            metadata = admin.list_topics(timeout=REACH_TIMEOUT)
-            requests = {
-                TopicPartition(t.source_topic, p): OffsetSpec.latest()
-                for t in relay.topics
-                if t.source_topic in metadata.topics
-                for p in metadata.topics[t.source_topic].partitions
-            }
-            futures = admin.list_offsets(requests, request_timeout=REACH_TIMEOUT)
-            return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+            return ends.result()
         except KafkaException as exc:
             log.warning("upstream %s did not answer: %s", upstream, exc)
     return {}
+
+
+def _log_ends(config: Config, relay: RelayConfig, upstream: str) -> dict[tuple[str, int], int]:
+    admin = AdminClient(client_config(config.region(upstream).kafka, socket_timeout_ms=3000))
+    metadata = admin.list_topics(timeout=REACH_TIMEOUT)
+    requests = {
+        TopicPartition(t.source_topic, p): OffsetSpec.latest()
+        for t in relay.topics
+        if t.source_topic in metadata.topics
+        for p in metadata.topics[t.source_topic].partitions
+    }
+    futures = admin.list_offsets(requests, request_timeout=REACH_TIMEOUT)
+    return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
 
 
 # -- shared -------------------------------------------------------------------------------
 
 
 def _replayed(
-    checkpoints: CheckpointStore, partitions: list[PartitionReadiness], report: FailoverReport
+    checkpoints: CheckpointStore,
+    partitions: list[PartitionReadiness],
+    report: FailoverReport,
+    pool: Executor,
 ) -> bool:
     """Each row's replayed position, from the checkpoints. False when the checkpoint topic
     does not exist: nothing was ever written into the region (the report says so)."""
@@ -348,17 +401,20 @@ def _replayed(
             f"{report.destination_region}: nothing has been replayed there yet"
         )
         return False
-    for row in partitions:
-        target = WriteTarget(row.source, row.destination_topic, row.source.partition)
-        try:
-            point = checkpoints.resume_point(target)
-        except ReplicatorError as exc:
-            log.warning("position of %s unknown: %s", target, exc)
-            continue
-        row.replayed_until = point.next_source_offset
-        if point.checkpoint is not None:
-            row.halted = point.checkpoint.halted
+    list(pool.map(lambda row: _replayed_row(checkpoints, row), partitions))
     return True
+
+
+def _replayed_row(checkpoints: CheckpointStore, row: PartitionReadiness) -> None:
+    target = WriteTarget(row.source, row.destination_topic, row.source.partition)
+    try:
+        point = checkpoints.resume_point(target)
+    except ReplicatorError as exc:
+        log.warning("position of %s unknown: %s", target, exc)
+        return
+    row.replayed_until = point.next_source_offset
+    if point.checkpoint is not None:
+        row.halted = point.checkpoint.halted
 
 
 def _groups(
@@ -383,14 +439,19 @@ def _groups(
 
 def collect(config: Config, groups: Iterable[str] = ()) -> FailoverReport:
     """The failover report of the config's destination: through S3 when it has
-    ``[ingress]``, else of its ``[relay]``."""
+    ``[ingress]``, else of its ``[relay]``.
+
+    Clusters, buckets and partitions are asked at once (at most :data:`LOOKUPS` in
+    flight), and buckets with a few attempts each: in an outage, which is when failover
+    runs, the report takes about one timeout per step, not one per partition. No task
+    waits on another's result, so the pool cannot deadlock."""
     names = set(groups) or None
-    if config.ingress is not None:
-        return _ingress_report(config, names)
-    if config.relay is not None:
-        return _relay_report(config, names)
-    required(config, "ingress")  # raises: names what is missing
-    raise AssertionError("unreachable")
+    if config.ingress is None and config.relay is None:
+        required(config, "ingress")  # raises: names what is missing
+    with ThreadPoolExecutor(LOOKUPS, thread_name_prefix="failover") as pool:
+        if config.ingress is not None:
+            return _ingress_report(config, names, pool)
+        return _relay_report(config, names, pool)
 
 
 def apply(config: Config, report: FailoverReport) -> None:

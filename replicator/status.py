@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -29,6 +30,9 @@ from replicator.core.untrusted_text import escape
 log = logging.getLogger(__name__)
 
 REACH_TIMEOUT = 5.0
+
+LOOKUPS = 8
+"""Look-ups in flight at once (threads of one ``status``)."""
 
 
 @dataclass
@@ -100,7 +104,7 @@ def _sources(config: Config) -> list[tuple[str, str]]:
     if config.ingress:
         from ingress.sources import concrete_sources
 
-        store = SegmentStore.for_region(config, config.ingress.region)
+        store = SegmentStore.for_region(config, config.ingress.region, lookup=True)
         try:
             sources = concrete_sources(config.ingress, store.list_topics)
         except StorageError as exc:
@@ -124,50 +128,112 @@ def _log_ends(config: Config, region: str, topic: str) -> dict[int, int] | None:
         return None
 
 
+def _stores(config: Config, region: str) -> list[SegmentStore]:
+    """The source region's bucket, then the ingress region's replicated copy."""
+    stores = [SegmentStore.for_region(config, region, lookup=True)]
+    if config.ingress and config.ingress.region != region:
+        stores.append(SegmentStore.for_region(config, config.ingress.region, lookup=True))
+    return stores
+
+
+def _partitions(store: SegmentStore, region: str, topic: str) -> list[int] | None:
+    """The partitions ``store`` holds segments of (None: the bucket did not answer)."""
+    try:
+        return store.list_partitions(region, topic)
+    except StorageError as exc:
+        log.warning("cannot list segments of %s/%s in %s: %s", region, topic, store.bucket, exc)
+        return None
+
+
+def _destination_answers(config: Config) -> bool:
+    """Whether ingress's cluster answers (asked once for every row)."""
+    if config.ingress is None:
+        return False
+    kafka = client_config(config.region(config.ingress.region).kafka, socket_timeout_ms=3000)
+    try:
+        AdminClient(kafka).list_topics(timeout=REACH_TIMEOUT)
+    except KafkaException:
+        return False
+    return True
+
+
 def collect(config: Config) -> list[PartitionStatus]:
     """One row per source partition, whatever does not answer: a row per configured topic
     when no partition can be listed, with what could not be reached in the columns it
     would fill. Segments are read from the source region's bucket, or from the ingress
-    region's replicated copy where the source bucket has none."""
-    rows: list[PartitionStatus] = []
-    for region, topic in _sources(config):
-        stores = [SegmentStore.for_region(config, region)]
-        if config.ingress and config.ingress.region != region:
-            stores.append(SegmentStore.for_region(config, config.ingress.region))
-        ends = _log_ends(config, region, topic)
-        listed: dict[int, SegmentStore] = {}
-        unlisted: list[str] = []
-        for store in reversed(stores):  # the source bucket wins
-            try:
-                listed.update({p: store for p in store.list_partitions(region, topic)})
-            except StorageError as exc:
-                unlisted.append(f"bucket {store.bucket}")
-                log.warning(
-                    "cannot list segments of %s/%s in %s: %s", region, topic, store.bucket, exc
-                )
-        known = sorted(set(listed) | set(ends or {}))
-        partitions: list[int | None] = list(known) if known else [None]
-        for partition in partitions:
-            row = PartitionStatus(region, topic, partition)
-            if ends is None:
-                row.unreachable["source end"] = f"Kafka of {region}"
-            else:
-                row.source_end = None if partition is None else ends.get(partition)
-            if partition in listed:
-                _exported(row, listed[partition])
-            elif len(unlisted) == len(stores):
-                row.unreachable["exported"] = ", ".join(unlisted)
-            if partition is not None:
-                _replayed(config, row)
-            elif not row.unreachable:
-                row.notes.append("no partition yet: the topic has none, nothing is exported")
-            rows.append(row)
+    region's replicated copy where the source bucket has none.
+
+    Every cluster, bucket and partition is asked at once (at most :data:`LOOKUPS` in
+    flight): in an outage a status takes about one timeout, not one per topic, bucket and
+    partition. Tasks never wait on each other, so the pool cannot deadlock."""
+    with ThreadPoolExecutor(LOOKUPS, thread_name_prefix="status") as pool:
+        destination = pool.submit(_destination_answers, config)
+        asked = [
+            (
+                region,
+                topic,
+                pool.submit(_log_ends, config, region, topic),
+                [(store, pool.submit(_partitions, store, region, topic)) for store in stores],
+            )
+            for region, topic in _sources(config)
+            for stores in [_stores(config, region)]
+        ]
+        rows: list[tuple[PartitionStatus, SegmentStore | None]] = []
+        for region, topic, ends, listings in asked:
+            listed = [(store, partitions.result()) for store, partitions in listings]
+            rows += _rows(region, topic, ends.result(), listed)
+        answers = destination.result()
+        filled = [pool.submit(_fill, config, row, store, answers) for row, store in rows]
+        for done in filled:
+            done.result()
+    return [row for row, _ in rows]
+
+
+def _rows(
+    region: str,
+    topic: str,
+    ends: dict[int, int] | None,
+    listed_by_store: list[tuple[SegmentStore, list[int] | None]],
+) -> list[tuple[PartitionStatus, SegmentStore | None]]:
+    """A row per partition known to the source cluster or a bucket, each with the store
+    its segments are read from (the source bucket wins)."""
+    listed: dict[int, SegmentStore] = {}
+    unlisted = [f"bucket {store.bucket}" for store, found in listed_by_store if found is None]
+    for store, found in reversed(listed_by_store):
+        listed.update({p: store for p in found or ()})
+    known: list[int | None] = [*sorted(set(listed) | set(ends or {}))] or [None]
+    rows: list[tuple[PartitionStatus, SegmentStore | None]] = []
+    for partition in known:
+        row = PartitionStatus(region, topic, partition)
+        if ends is None:
+            row.unreachable["source end"] = f"Kafka of {region}"
+        else:
+            row.source_end = None if partition is None else ends.get(partition)
+        if partition not in listed and len(unlisted) == len(listed_by_store):
+            row.unreachable["exported"] = ", ".join(unlisted)
+        if partition is None and not row.unreachable:
+            row.notes.append("no partition yet: the topic has none, nothing is exported")
+        rows.append((row, listed.get(partition) if partition is not None else None))
     return rows
+
+
+def _fill(
+    config: Config, row: PartitionStatus, store: SegmentStore | None, destination_answers: bool
+) -> None:
+    if store is not None:
+        _exported(row, store)
+    if row.partition is not None:
+        _replayed(config, row, destination_answers)
 
 
 def _exported(row: PartitionStatus, store: SegmentStore) -> None:
     assert row.partition is not None
-    segments = store.list_segments(row.region, row.topic, row.partition)
+    try:
+        segments = store.list_segments(row.region, row.topic, row.partition)
+    except StorageError as exc:
+        row.unreachable["exported"] = f"bucket {store.bucket}"
+        log.warning("cannot list segments of %s in %s: %s", row.partition, store.bucket, exc)
+        return
     for segment in segments:
         level = segment.segment_key.level
         row.segments[level] = row.segments.get(level, 0) + 1
@@ -176,7 +242,7 @@ def _exported(row: PartitionStatus, store: SegmentStore) -> None:
     row.last_export_time = max(stamps) if stamps else None
 
 
-def _replayed(config: Config, row: PartitionStatus) -> None:
+def _replayed(config: Config, row: PartitionStatus, destination_answers: bool) -> None:
     ingress = config.ingress
     if ingress is None:
         return
@@ -185,14 +251,12 @@ def _replayed(config: Config, row: PartitionStatus) -> None:
         return
     source = found[1]
     row.destination_topic = source.destination
+    if not destination_answers:
+        row.unreachable["replayed"] = f"Kafka of {ingress.region}"
+        return
     kafka = client_config(config.region(ingress.region).kafka, socket_timeout_ms=3000)
     checkpoints = CheckpointStore(kafka, ingress.checkpoint_topic, ingress.checkpoint_partitions)
     assert row.partition is not None
-    try:
-        AdminClient(kafka).list_topics(timeout=REACH_TIMEOUT)
-    except KafkaException:
-        row.unreachable["replayed"] = f"Kafka of {ingress.region}"
-        return
     try:
         point = checkpoints.resume_point(
             WriteTarget(

@@ -144,6 +144,20 @@ _PROBE_CONFIG = _BOTO_CONFIG.merge(
 not answer instead of retrying it."""
 
 
+_LOOKUP_CONFIG = _BOTO_CONFIG.merge(
+    BotoConfig(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=3, read_timeout=10)
+)
+"""Three attempts: ``status`` and ``failover`` report a bucket that does not answer within
+a few seconds as unreachable, where a service's eight attempts wait out most of a minute
+(measured against a closed port: about 9 s a listing)."""
+
+
+def lookup_s3_client(config: Config, region: str) -> S3Client:
+    """A client for ``region``'s bucket that gives up after a few seconds (read-only
+    reports that must answer in an outage)."""
+    return cast("S3Client", _client("s3", config, region, _LOOKUP_CONFIG))
+
+
 def probe_clients(config: Config, region: str) -> tuple[S3Client, SQSClient]:
     """S3 and SQS clients of ``region`` that try once (reachability checks)."""
     return (

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from replicator.core.aws.clients import s3_client, s3_errors
+from replicator.core.aws.clients import lookup_s3_client, s3_client, s3_errors
 from replicator.core.aws.errors import StorageError
 from replicator.core.aws.s3_streams import S3MultipartWriter, S3RangedReader, UploadedObject
 from replicator.core.config import Config, S3Config
@@ -185,11 +185,13 @@ class SegmentStore:
         self._warned: set[str] = set()
 
     @classmethod
-    def for_region(cls, config: Config, region: str) -> SegmentStore:
-        """The store of ``region``'s bucket with the deployment's S3 settings."""
+    def for_region(cls, config: Config, region: str, *, lookup: bool = False) -> SegmentStore:
+        """The store of ``region``'s bucket with the deployment's S3 settings. ``lookup``:
+        its requests give up after a few seconds (reports that must answer in an outage)
+        instead of retrying as a service does."""
         s3 = config.s3
         return cls(
-            s3_client(config, region),
+            lookup_s3_client(config, region) if lookup else s3_client(config, region),
             config.bucket(region),
             s3.prefix,
             storage_class=s3.storage_class,
