@@ -13,10 +13,12 @@ KAFKA := .kafka/$(KAFKA_VERSION)
 .PHONY: setup test unit lint demo chaos bench bench-profile stack-up stack-down stack-status clean
 
 # The Spark driver's class archive (JVM class-data sharing) is recorded once per install
-# into the environment cache: Spark jobs start in about half the time. Without it they run
-# as before, so a machine where it cannot be made still sets up.
+# into the environment cache: Spark jobs start in about half the time; the local brokers'
+# archive beside the fetched release (infra/broker_archive.py). Without them everything
+# runs as before, so a machine where they cannot be made still sets up.
 setup: $(VENV)/.installed $(KAFKA)/.fetched
 	@$(BIN)/replicator spark-archive || echo "Spark jobs will start without a class archive (above: why)"
+	@$(BIN)/python -m infra.broker archive || echo "Kafka brokers will start without a class archive (above: why)"
 
 $(KAFKA)/.fetched: infra/kafka/pom.xml | $(VENV)/.installed
 	@command -v mvn >/dev/null || { echo "Maven 3.8+ is required to fetch the Kafka broker (mvn not found on PATH)"; exit 1; }

@@ -31,11 +31,14 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from infra.broker_archive import archive_options
+from infra.broker_archive import record as record_archive
 from infra.errors import StackError
 from infra.ports import free_port
 from infra.security import SecurityMaterial, broker_settings, scram_arguments
@@ -207,6 +210,16 @@ little load, where the optimizing compiler costs more CPU than it saves. The ben
 and the drill run the brokers as operators do, without it."""
 
 
+def _shared_jvm_options() -> tuple[str, ...]:
+    """Options every Kafka JVM of the stack takes (the broker and its storage tool, as
+    Kafka's scripts give both ``KAFKA_OPTS``): the class archive ``make setup`` recorded,
+    if any (:mod:`infra.broker_archive`), then :data:`EXTRA_JVM_OPTIONS_ENV`'s."""
+    return (
+        *archive_options(java(), kafka_libs()),
+        *shlex.split(os.environ.get(EXTRA_JVM_OPTIONS_ENV, "")),
+    )
+
+
 def command(spec: BrokerSpec) -> tuple[str, ...]:
     """The broker's command line; :func:`prepare` must have run on its directory."""
     return (
@@ -217,7 +230,7 @@ def command(spec: BrokerSpec) -> tuple[str, ...]:
         "-XX:MaxGCPauseMillis=20",
         "-XX:+ExitOnOutOfMemoryError",
         "-Djava.awt.headless=true",
-        *shlex.split(os.environ.get(EXTRA_JVM_OPTIONS_ENV, "")),
+        *_shared_jvm_options(),
         f"-Dlog4j2.configurationFile={spec.log4j_file}",
         "-cp",
         str(kafka_libs() / "*"),
@@ -302,6 +315,7 @@ def prepare(spec: BrokerSpec) -> None:
         [
             java(),
             "-Xmx256m",
+            *_shared_jvm_options(),
             f"-Dlog4j2.configurationFile={spec.log4j_file}",
             "-cp",
             str(kafka_libs() / "*"),
@@ -326,10 +340,16 @@ def prepare(spec: BrokerSpec) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m infra.broker")
-    parser.add_argument("action", choices=["fetch", "libs"])
+    parser.add_argument("action", choices=["fetch", "libs", "archive"])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
+        if args.action == "archive":
+            started = time.monotonic()
+            path, recorded = record_archive()
+            took = f"recorded in {time.monotonic() - started:.0f} s" if recorded else "in place"
+            sys.stdout.write(f"the brokers' class archive is {took}: {path}\n")
+            return 0
         libs = fetch() if args.action == "fetch" else kafka_libs()
     except StackError as exc:
         log.error("%s", exc)
