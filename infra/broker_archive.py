@@ -32,7 +32,6 @@ import hashlib
 import logging
 import os
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -42,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from infra.errors import StackError
+from infra.ports import port_open
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ def _exercise(bootstrap: str, deadline: float) -> None:
     from replicator.core.kafka.client_logs import client_logger
 
     host, _, port = bootstrap.rpartition(":")
-    while not _port_open(host, int(port)):  # before a client: it would log each refusal
+    while not port_open(host, int(port)):  # before a client: it would log each refusal
         if time.monotonic() > deadline:
             raise StackError(f"the broker at {bootstrap} did not answer")
         time.sleep(0.2)
@@ -150,14 +150,6 @@ def _exercise(bootstrap: str, deadline: float) -> None:
         consumer.commit(message=message, asynchronous=False)
     finally:
         consumer.close()
-
-
-def _port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 @contextlib.contextmanager

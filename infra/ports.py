@@ -26,3 +26,12 @@ def free_port() -> int:
                 continue
             return port
     raise StackError(f"no free port between {LISTEN_PORTS[0]} and {LISTEN_PORTS[1]}")
+
+
+def port_open(host: str, port: int) -> bool:
+    """Whether something accepts TCP connections on ``host:port`` (within half a second)."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False

@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -49,6 +48,7 @@ from infra.broker import BrokerSpec
 from infra.broker import command as broker_command
 from infra.broker import prepare as prepare_broker
 from infra.errors import StackError
+from infra.ports import port_open
 from infra.security import BROKER_USER, SECURITY_PROTOCOL, SecurityMaterial, make_material
 from replicator.core.config import Config
 from replicator.core.kafka.client_logs import client_logger
@@ -264,14 +264,6 @@ def _process_start_time(pid: int) -> str | None:
     return fields[19]
 
 
-def _port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
 @dataclass
 class ServiceState:
     service: Service
@@ -348,7 +340,7 @@ class Stack:
         if self.state(service).running:
             log.info("%s already running", service.name)
             return False
-        if service.port and _port_open(service.host, service.port):
+        if service.port and port_open(service.host, service.port):
             raise StackError(
                 f"{service.name}: {service.endpoint} is already in use by a process this stack "
                 "did not start; stop it or change the port in the config"
