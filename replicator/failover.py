@@ -219,11 +219,14 @@ def _ingress_partitions(
                 f"{source.region}/{source.topic} are not known ({exc})"
             )
             continue
-        origin_answers = at_origin.exception() is None
-        if not origin_answers:
+        try:
+            at_origin.result()
+            origin_answers = True
+        except StorageError as exc:
+            origin_answers = False
             report.notes.append(
                 f"bucket {origin.bucket} ({source.region}) did not answer: source ends and "
-                f"RPO of {source.region}/{source.topic} unknown ({at_origin.exception()})"
+                f"RPO of {source.region}/{source.topic} unknown ({exc})"
             )
         for partition in partitions:
             sp = SourcePartition(source.region, source.topic, partition)
