@@ -22,7 +22,10 @@ The parent replays nothing. It
   on a loopback port of its own) with a ``process`` label added, ``/healthz`` and
   ``/readyz`` pass when every member's do.
 
-Only member 0 reads the SQS notifications: one reader per instance, as before.
+Only member 0 reads the SQS notifications: one reader per instance, as before. The
+members join the group together and, with ``--stop-at-end``, leave it together
+(:mod:`ingress.siblings` says why: each needless rebalance stops and restarts every
+worker).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from ingress.service import IngressService
+from ingress.siblings import InstanceMembers
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.health import CheckResult, Health, Heartbeat
@@ -137,6 +141,7 @@ def _member_main(
     logging_setup: tuple[str, str],
     parent: int,
     ports: Connection,
+    members: InstanceMembers,
 ) -> None:
     _die_with_parent(parent)
     configure_logging(*logging_setup)
@@ -151,6 +156,7 @@ def _member_main(
         stop_at_end=stop_at_end,
         read_notifications=index == 0,
         serving=ports.send,
+        members=(members, index),
     )
     try:
         code = service.run()
@@ -186,6 +192,7 @@ class IngressInstance:
         self.stop_at_end = stop_at_end
         self.members = [_Member(i) for i in range(count)]
         self._context = multiprocessing.get_context("spawn")
+        self._siblings = InstanceMembers(self._context, count)
         self._stop = threading.Event()
         self._beat = Heartbeat("processes-loop", self.ingress.stall_timeout)
         self.registry = CollectorRegistry()
@@ -289,6 +296,7 @@ class IngressInstance:
                 current_logging(),
                 os.getpid(),
                 send,
+                self._siblings,
             ),
             name=f"ingress-{member.index}",
         )

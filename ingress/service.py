@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 from ingress.group_sync import group_sync as make_group_sync
 from ingress.metrics import IngressMetrics
 from ingress.segment_events import SegmentEvent
+from ingress.siblings import START_TOGETHER_TIMEOUT, InstanceMembers
 from ingress.sources import concrete_sources
 from ingress.sqs_bridge import SqsBridge
 from ingress.worker import ExportStart, PartitionWorker
@@ -56,11 +57,16 @@ class IngressService:
         handle_signals: bool = True,
         read_notifications: bool = True,
         serving: Callable[[int], object] | None = None,
+        members: tuple[InstanceMembers, int] | None = None,
     ) -> None:
         """``read_notifications``: run the SQS reader (one per instance: the other
         processes of a multi-process instance do not). ``serving`` is told the port the
-        metrics endpoint bound (``metrics_port = 0`` picks one)."""
+        metrics endpoint bound (``metrics_port = 0`` picks one). ``members``: the
+        instance's members and this one's index, in a multi-process instance (they join
+        the group and start their workers together and, with ``stop_at_end``, leave it
+        together)."""
         self.config = config
+        self._members = members
         self._read_notifications = read_notifications
         self._serving = serving
         self.ingress = required(config, "ingress")
@@ -90,6 +96,11 @@ class IngressService:
         self._refused: dict[tuple[str, str], str] = {}
         """Sources whose destination could not be prepared, with why (no workers)."""
         self._owned_events: set[int] = set()
+        self._first_share_at: float | None = None
+        """In a multi-process instance, while the first share's workers wait for the
+        other members to hold shares too: when it came (see :mod:`ingress.siblings`)."""
+        self._share_started = False
+        self._waiting_for_members = False
         self._share = GroupShare(settle=STOP_AT_END_SETTLE)
         self._stop = threading.Event()
         self._bridge: SqsBridge | None = None
@@ -240,10 +251,8 @@ class IngressService:
                 grew |= self._prepare_source(admin, source)
             except KafkaException as exc:
                 log.warning("Kafka of region %s: %s", self.region, exc.args[0].str())
-        if grew and self._share.ever_assigned:
-            self.workers.own(self._owned_sources(self._owned_events))
-            self.metrics.owned.labels(self.region).set(len(self.workers))
-            log.info("now owning %d source partitions", len(self.workers))
+        if grew and self._share.ever_assigned and self._first_share_at is None:
+            self._own_workers()
 
     def _health_checks(self) -> Health:
         """Live: the events loop, the SQS reader (the current one: a dead reader is
@@ -317,6 +326,8 @@ class IngressService:
                 "fetch.wait.max.ms": 100,
             }
         )
+        if self._members is not None:
+            self._members[0].join_together(self._stop)
         consumer.subscribe(
             [self.ingress.segment_events_topic],
             on_assign=self._on_assign,
@@ -326,9 +337,10 @@ class IngressService:
         try:
             while not self._stop.is_set():
                 self._loop_beat.beat()
-                message = consumer.poll(0.5)
+                message = consumer.poll(self._poll_timeout())
                 if message is not None:
                     self._dispatch(message)
+                self._start_first_share()
                 self.workers.supervise()
                 self.metrics.ready_partitions.labels(self.region).set(
                     len(self.workers) - len(self.workers.halted())
@@ -374,7 +386,19 @@ class IngressService:
         return replacement
 
     def _finished(self) -> bool:
-        return self._share.done(self.workers)
+        finished = self._first_share_at is None and self._share.done(self.workers)
+        if self._members is None:
+            return finished
+        members, index = self._members
+        self._waiting_for_members = finished
+        return members.all_finished(index, finished)
+
+    def _poll_timeout(self) -> float:
+        """Seconds the events loop waits for an event. A ``--stop-at-end`` member whose
+        share is done looks often for the others' being done: the first to leave starts a
+        rebalance, and a member that hears of it before it sees that all are done is
+        handed the leaver's (done) partitions and restarts their workers."""
+        return 0.05 if self._waiting_for_members else 0.5
 
     def _owned_sources(self, events: set[int]) -> list[SourcePartition]:
         owned = []
@@ -389,11 +413,30 @@ class IngressService:
         self._owned_events |= {p.partition for p in partitions}
         if not self._partitions:
             self._refresh_topics()
-        self.workers.own(self._owned_sources(self._owned_events))
-        self.metrics.owned.labels(self.region).set(len(self.workers))
         self._share.assigned(
             whole=self._owned_events >= set(range(self.ingress.segment_events_partitions))
         )
+        if self._members is not None and not self._share_started:
+            self._first_share_at = self._first_share_at or time.monotonic()
+            self._start_first_share()
+        else:
+            self._own_workers()
+
+    def _start_first_share(self) -> None:
+        """Start the first share's workers once every member of the instance holds one, or
+        the wait is over (:mod:`ingress.siblings`)."""
+        if self._first_share_at is None or self._members is None:
+            return
+        members, index = self._members
+        waited = time.monotonic() - self._first_share_at
+        if members.all_assigned(index) or waited >= START_TOGETHER_TIMEOUT:
+            self._first_share_at = None
+            self._share_started = True
+            self._own_workers()
+
+    def _own_workers(self) -> None:
+        self.workers.own(self._owned_sources(self._owned_events))
+        self.metrics.owned.labels(self.region).set(len(self.workers))
         log.info(
             "owning %d source partitions (events partitions %s)",
             len(self.workers),
@@ -403,8 +446,9 @@ class IngressService:
     def _on_revoke(self, _consumer: Consumer, partitions: list[Any]) -> None:
         self._share.revoked()
         self._owned_events -= {p.partition for p in partitions}
-        self.workers.own(self._owned_sources(self._owned_events))
-        self.metrics.owned.labels(self.region).set(len(self.workers))
+        if self._first_share_at is None:
+            self.workers.own(self._owned_sources(self._owned_events))
+            self.metrics.owned.labels(self.region).set(len(self.workers))
 
     def _start_worker(self, key: SourcePartition) -> PartitionWorker:
         return PartitionWorker(
