@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 from compaction.merge import MergeResult, run_merge, verify
 from compaction.planning import Merge, PartitionPlan, plan_partition
 from compaction.scheduling import run_bounded
+from replicator.core.collector import settle_worker_heap
 from replicator.core.config import Config, required
 from replicator.core.config_json import config_from_json, config_to_json
 from replicator.core.errors import ConfigError
@@ -78,6 +79,7 @@ def _merge_task(payload: MergePayload) -> MergeResult:
     not matching its key) fails this merge only, with the key and the reason: raising
     would fail the whole run, and every later run at the same place."""
     configure_worker_logging()
+    settle_worker_heap()
     config_json, region, merge, storage_class, delete = payload
     try:
         return run_merge(config_from_json(config_json), region, merge, storage_class, delete)

@@ -36,7 +36,7 @@ from egress.planning import (
 )
 from egress.record_arrow import SPARK_SCHEMA_DDL, loss_row, messages_to_rows, range_row
 from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_from_options
-from replicator.core.collector import tune_collector
+from replicator.core.collector import settle_worker_heap, tune_collector
 from replicator.core.config import Config, required
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
@@ -121,6 +121,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaTask)
         configure_worker_logging()
+        settle_worker_heap()
         tune_collector()  # this Python worker builds a few objects per record
         config = config_from_options(self._options)
         for rng in partition.ranges:
@@ -309,4 +310,5 @@ class KafkaSource(DataSource):
         return SPARK_SCHEMA_DDL
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        settle_worker_heap()  # a worker that plans each batch's read
         return KafkaStreamReader(dict(self.options))

@@ -33,6 +33,7 @@ from egress.driver_state import DriverState, PartitionStats
 from egress.planning import OffsetRange, Offsets
 from egress.record_arrow import record_bytes, rows_to_segment
 from egress.spark_options import CONFIG_OPTION, config_from_options
+from replicator.core.collector import settle_worker_heap
 from replicator.core.config import Config, required
 from replicator.core.faults import (
     EGRESS_AFTER_GROUP_COMMIT_BEFORE_SPARK_COMMIT,
@@ -246,11 +247,13 @@ class SegmentStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SegmentsWritten:
         configure_worker_logging()
+        settle_worker_heap()
         return SegmentsWritten(write_ranges(config_from_options(self._options), iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Every task succeeded: the batch's segments are durable. Commit the group's
         offsets, then count the batch. Both are idempotent for a replayed batch."""
+        settle_worker_heap()  # the worker that commits each batch
         config = config_from_options(self._options)
         ends = {
             (r.planned.topic, r.planned.partition): r.planned.end
@@ -303,4 +306,5 @@ class SegmentSink(DataSource):
         return SINK_NAME
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        settle_worker_heap()  # a worker that makes each batch's writer
         return SegmentStreamWriter(dict(self.options))

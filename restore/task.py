@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from replicator.core.collector import tune_collector
+from replicator.core.collector import settle_worker_heap, tune_collector
 from replicator.core.config_json import config_from_json
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config
@@ -93,6 +93,7 @@ def target_of(task: RestoreTask) -> WriteTarget:
 def run_task(task: RestoreTask) -> PartitionResult:
     """The Spark entry point: never raises (a failure is the result's status)."""
     configure_worker_logging()
+    settle_worker_heap()
     tune_collector()  # this Python worker builds the lists the writer produces
     started = time.monotonic()
     result = PartitionResult(task.plan.topic, task.plan.partition)
