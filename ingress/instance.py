@@ -267,6 +267,7 @@ class IngressInstance:
             return None
         code = process.exitcode if process.exitcode is not None else -1
         verdict = member_exit(code, stop_at_end=self.stop_at_end, stopping=self._stop.is_set())
+        self._siblings.exited(member.index, restarting=verdict is Exit.RESTART)
         if verdict is Exit.RESTART:
             member.quick_deaths = member.quick_deaths + 1 if now - member.started < 60 else 1
             delay = restart_delay(member.quick_deaths)

@@ -276,6 +276,10 @@ class IngressService:
     def _assignment_check(self) -> CheckResult:
         if not self._share.ever_assigned:
             return CheckResult("partitions", False, "no assignment from the group yet")
+        if self._first_share_at is not None:
+            return CheckResult(
+                "partitions", False, "waiting for the instance's other processes to hold shares"
+            )
         halted = len(self.workers.halted())
         owned = len(self.workers)
         detail = f"{owned} source partitions owned, {halted} halted"

@@ -22,8 +22,11 @@ done. Neither rebalance moves work anywhere useful.
   group until every member's is, then all leave. Whether a share is done is still each
   member's own decision (:class:`~replicator.core.workers.GroupShare`), so this changes
   only when they leave, never whether a partition is replayed: a member that left early
-  (a flag left set by a killed member) starts the rebalance the group would have had
-  anyway, and whoever is handed its share finishes it.
+  starts the rebalance the group would have had anyway, and whoever is handed its share
+  finishes it. The parent keeps the flags true to who is there: a member that exited for
+  good (finished, failed, stopped alone) is counted done — the others must not wait for
+  it, its share moves to them through the group — and one about to be restarted is
+  counted not done until it says so itself.
 """
 
 from __future__ import annotations
@@ -69,3 +72,8 @@ class InstanceMembers:
         """Record whether member ``index``'s share is done now; whether every member's is."""
         self._finished[index] = int(finished)
         return finished and all(self._finished[:])
+
+    def exited(self, index: int, *, restarting: bool) -> None:
+        """The parent's word on member ``index``, which exited: gone for good (nothing of
+        it to wait for), or ``restarting`` (wait for the new process to finish its share)."""
+        self._finished[index] = 0 if restarting else 1

@@ -9,11 +9,16 @@ import logging
 import multiprocessing
 import threading
 import time
+from pathlib import Path
 
+from ingress.instance import IngressInstance
 from ingress.service import IngressService
 from ingress.siblings import InstanceMembers
+from replicator.core.config import load_config
 from tests.fixtures.stack import log_end
 from tests.fixtures.takeover import PARTITIONS, assert_exactly_once, fill, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def members(count: int) -> InstanceMembers:
@@ -120,3 +125,37 @@ def test_the_member_that_joined_first_starts_nothing_until_the_other_holds_its_s
     assert first_share(caplog.records, "member-0") == PARTITIONS // 2, caplog.text[-3000:]
     assert first_share(caplog.records, "member-1") == PARTITIONS // 2, caplog.text[-3000:]
     assert_exactly_once(local_stack, setup)
+
+
+class _Exited:
+    """A member's process that has exited with ``exitcode``."""
+
+    def __init__(self, exitcode: int) -> None:
+        self.exitcode = exitcode
+        self.pid = 4242
+
+    def is_alive(self) -> bool:
+        return False
+
+
+def test_a_member_gone_for_good_is_not_waited_for_and_one_restarting_is():
+    """Found in review: a member that exited by itself (an unexpected error, or a SIGTERM
+    of that process alone) left its flag unset, and with ``--stop-at-end`` the others
+    waited for it forever while the parent waited for them."""
+    config = load_config(ROOT / "config.example.toml")
+    instance = IngressInstance(config, 2, stop_at_end=True)
+    board = instance._siblings
+    member = instance.members[1]
+    assert not board.all_finished(0, True)
+    member.process = _Exited(1)  # type: ignore[assignment]  # exited with an error
+    instance._check(member)
+    assert member.finished_code == 1
+    assert board.all_finished(0, True), "member 0 would wait for a member that is gone"
+
+    board.all_finished(1, True)
+    restarted = instance.members[1]
+    restarted.finished_code = None
+    restarted.process = _Exited(-9)  # type: ignore[assignment]  # killed: restarted later
+    instance._check(restarted)
+    assert restarted.restart_at is not None
+    assert not board.all_finished(0, True), "its partitions come back: wait for the new one"
