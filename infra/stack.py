@@ -4,7 +4,8 @@ S3 replication stand-in, all derived from a deployment config.
 - Kafka: an Apache Kafka broker per region (:mod:`infra.broker`: a one-node KRaft
   cluster, data under ``<state_dir>/kafka-<region>``, kept across restarts), on the host
   and port of that region's ``kafka.bootstrap_servers``.
-- S3 and SQS: one moto server at ``[s3] endpoint_url``, with every region's bucket, the
+- S3 and SQS: one moto server (:mod:`infra.s3_endpoint`: its dispatch cached, its request
+  log off) at ``[s3] endpoint_url``, with every region's bucket, the
   ingress region's notification queue (plus a dead-letter queue as its redrive target)
   receiving ``s3:ObjectCreated:*`` and ``s3:ObjectRemoved:*``, and a lifecycle rule that
   aborts incomplete multipart uploads.
@@ -171,7 +172,7 @@ class StackSpec:
         services = [
             Service(
                 "s3",
-                (sys.executable, "-m", "moto.server", "-H", s3.hostname, "-p", str(s3.port)),
+                (sys.executable, "-m", "infra.s3_endpoint", "-H", s3.hostname, "-p", str(s3.port)),
                 s3.hostname,
                 s3.port,
             )
