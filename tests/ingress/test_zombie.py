@@ -71,7 +71,10 @@ def test_a_frozen_instance_thawed_after_a_takeover_commits_nothing_more(
         wait_until(lambda: marker(crash_dir, point) is not None, 120, "a to freeze", logs)
         hit = marker(crash_dir, point)
         assert hit is not None and hit["pid"] == a.pid, hit
-        assert Path(f"/proc/{a.pid}/stat").read_text().split(") ")[1][0] == "T"  # stopped
+        # The marker is written just before the SIGSTOP, and the whole process stops once
+        # each of its threads is scheduled again: its main thread (what /proc/PID/stat
+        # shows) was still running or asleep right after the marker in 28 of 100 tries.
+        wait_until(lambda: process_state(a.pid) == "T", 10, "a to be stopped", logs)
         b = start_ingress(setup, logs[1])
         # b owns everything only once a's session (6 s) expired, and finishes the replay
         # while a is frozen with its transaction open.
@@ -101,3 +104,8 @@ def test_a_frozen_instance_thawed_after_a_takeover_commits_nothing_more(
                 stop(process)
     assert a.returncode == 0, logs[0].read_text(errors="replace")[-3000:]
     assert_exactly_once(local_stack, setup)
+
+
+def process_state(pid: int) -> str:
+    """The state letter /proc gives the process's main thread (T: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0]
