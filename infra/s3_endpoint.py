@@ -20,7 +20,7 @@ import logging
 import sys
 from typing import Any
 
-from moto import backends, server
+from moto import server
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
 
 
@@ -43,8 +43,6 @@ class CachedDispatch(DomainDispatcherApplication):
 
 def main(argv: list[str] | None = None) -> None:
     """Run moto's server (its own arguments: ``-H host -p port``) with the cached dispatch."""
-    modules = frozenset(backends.list_of_moto_modules())
-    backends.list_of_moto_modules = lambda: modules
     server.DomainDispatcherApplication = CachedDispatch  # type: ignore[misc]
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server.main(argv if argv is not None else sys.argv[1:])

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import signal
-from pathlib import Path
 
 import pytest
 
@@ -32,6 +31,7 @@ from tests.fixtures.takeover import (
     assert_exactly_once,
     fill,
     owned,
+    process_state,
     produced,
     stop,
     wait_until,
@@ -104,8 +104,3 @@ def test_a_frozen_instance_thawed_after_a_takeover_commits_nothing_more(
                 stop(process)
     assert a.returncode == 0, logs[0].read_text(errors="replace")[-3000:]
     assert_exactly_once(local_stack, setup)
-
-
-def process_state(pid: int) -> str:
-    """The state letter /proc gives the process's main thread (T: stopped)."""
-    return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0]
