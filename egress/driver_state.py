@@ -1,30 +1,52 @@
-"""Statistics shared by the processes of the egress driver, in a local directory.
+"""Statistics shared by the processes of one egress run, in a local directory of its own.
 
 Spark runs a Python data source's planning (``latestOffset``) and a sink's ``commit`` in
 separate Python processes on the driver host, next to the process that started the query
-and serves metrics. They share two small files in ``[egress] state_dir``:
+and serves metrics. They share two small files in the run's directory:
 
 - ``partitions.json``: per partition, cumulative records, bytes, covered offsets and
   segments written, and the last committed batch; written by the sink's ``commit``
-  (atomically, by rename), read by planning (bytes-per-offset estimates) and metrics.
+  (atomically, by rename), read by planning (bytes-per-offset estimates), metrics and the
+  descriptor publisher (which partitions have a first segment whose start to look up).
 - ``data-loss.jsonl``: one line per data-loss event, appended by planning, read by metrics.
 
+Why a directory per run (``[egress] state_dir``/``run-<start time>-<pid>``): the sink keys
+its statistics by micro-batch id and records a batch once (Spark may commit the same batch
+again after a restart), and batch ids start again at 0 on every new checkpoint. A state
+shared by every egress started in one working directory (a second deployment, a reset
+checkpoint, a new config) took a new query's batches for ones already recorded, so its
+descriptors never named where its partitions start. A run's directory is made at its
+start and written by that run's processes only, so its batch ids and its statistics always
+belong to one query: a mismatch cannot happen, and nothing needs detecting.
+
+A run holds a lock on its directory while it lives; the directories of runs that ended
+(their lock free, however they ended) are removed when the next run starts there, so the
+last run's statistics stay readable until then (:func:`last_run_directory`).
+
 The files hold statistics only: losing them changes estimates and counters, never which
-records are exported.
+records are exported (export starts are found by listing the bucket).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import logging
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 PARTITIONS_FILE = "partitions.json"
 DATA_LOSS_FILE = "data-loss.jsonl"
+RUN_PREFIX = "run-"
+OWNER_LOCK = ".owner"
 
 
 @dataclass
@@ -84,3 +106,63 @@ class DriverState:
         except OSError:
             return []
         return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+class RunDirectory:
+    """One egress run's directory under the state root, locked for as long as the run
+    lives (an ``flock`` the kernel drops when the process ends, however it ends)."""
+
+    def __init__(self, directory: Path, lock_fd: int) -> None:
+        self.directory = directory
+        self._lock_fd: int | None = lock_fd
+
+    @classmethod
+    def start(cls, state_root: str | os.PathLike[str]) -> RunDirectory:
+        """A new run's directory, locked; the directories of ended runs are removed first."""
+        root = Path(state_root)
+        root.mkdir(parents=True, exist_ok=True)
+        _remove_ended_runs(root)
+        name = f"{RUN_PREFIX}{time.time_ns():020d}-{os.getpid()}"
+        # Locked before it gets a run's name: another run starting meanwhile never sees
+        # it unlocked (it would take it for an ended run's).
+        making = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}-"))
+        fd = os.open(making / OWNER_LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        directory = making.rename(root / name)
+        return cls(directory, fd)
+
+    def release(self) -> None:
+        """The run ended: its directory stays (for a look at its statistics) until the
+        next run starts."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+
+def last_run_directory(state_root: str | os.PathLike[str]) -> Path | None:
+    """The directory of the newest run under ``state_root`` (running or ended), if any."""
+    runs = _run_directories(Path(state_root))
+    return runs[-1] if runs else None
+
+
+def _run_directories(root: Path) -> list[Path]:
+    try:
+        found = [p for p in root.iterdir() if p.name.startswith(RUN_PREFIX) and p.is_dir()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: p.name)
+
+
+def _remove_ended_runs(root: Path) -> None:
+    for directory in _run_directories(root):
+        try:
+            fd = os.open(directory / OWNER_LOCK, os.O_RDWR)
+        except FileNotFoundError:
+            continue  # removed by another run starting now
+        try:
+            with contextlib.suppress(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(directory, ignore_errors=True)
+                log.debug("removed the statistics of an ended egress run: %s", directory)
+        finally:
+            os.close(fd)

@@ -21,6 +21,7 @@ from pyspark.errors import StreamingQueryException
 
 from egress.catalog import SourceCatalog
 from egress.checkpoint_files import checkpoint_file_settings
+from egress.driver_state import RunDirectory
 from egress.errors import EgressFailedError
 from egress.group_offsets import GroupOffsetsExporter
 from egress.kafka_source import KafkaSource
@@ -88,6 +89,9 @@ class EgressRun:
     """Rows read, including one range row per planned range."""
     batch_seconds: float
     """Time spent inside micro-batches (excludes Spark start-up and idle triggers)."""
+    state_dir: Path
+    """The run's own statistics directory (:mod:`egress.driver_state`), kept until the
+    next run starts."""
 
 
 def resolved(config: Config) -> Config:
@@ -101,6 +105,13 @@ def resolved(config: Config) -> Config:
         }
     )
     return config.model_copy(update={"egress": updated})
+
+
+def with_run_state(config: Config, directory: Path) -> Config:
+    """The config one run's processes are given: its ``state_dir`` the run's own
+    directory (see :mod:`egress.driver_state`)."""
+    egress = required(config, "egress").model_copy(update={"state_dir": str(directory)})
+    return config.model_copy(update={"egress": egress})
 
 
 def _absolute(location: str) -> str:
@@ -176,25 +187,32 @@ class EgressJob:
             self._trigger_beat.beat()
 
     def run(self) -> EgressRun:
-        Path(self.egress.state_dir).mkdir(parents=True, exist_ok=True)
-        catalog = SourceCatalog(self.config)
+        run_state = RunDirectory.start(self.egress.state_dir)
+        try:
+            return self._run(with_run_state(self.config, run_state.directory))
+        finally:
+            run_state.release()
+
+    def _run(self, config: Config) -> EgressRun:
+        """One run with ``config`` (its own state directory)."""
+        catalog = SourceCatalog(config)
         catalog.partitions()  # fails early on an unreachable broker or a missing topic
-        metrics = EgressMetrics(self.config, catalog)
+        metrics = EgressMetrics(config, catalog)
         if self.egress.metrics_port is not None:
             metrics.serve(self.egress.metrics_port, self.egress.metrics_host, self.probes)
-        descriptors = DescriptorPublisher(self.config, catalog)
+        descriptors = DescriptorPublisher(config, catalog)
         descriptors.publish()
-        groups = GroupOffsetsExporter(self.config, catalog)
+        groups = GroupOffsetsExporter(config, catalog)
 
         spark = self._spark or spark_session(
             self.master,
             f"replicator-egress-{self.egress.region}",
             checkpoint_file_settings(self.egress.checkpoint_location),
-            self.config.spark,
+            config.spark,
         )
         spark.dataSource.register(KafkaSource)
         spark.dataSource.register(SegmentSink)
-        option = config_to_option(self.config)
+        option = config_to_option(config)
         frame = (
             spark.readStream.format(KafkaSource.name())
             .option(CONFIG_OPTION, option)
@@ -231,7 +249,12 @@ class EgressJob:
                 if self._spark is None:
                     spark.stop()
         log.info("egress stopped after %d batches, %d records", len(self._seen_batches), records)
-        return EgressRun(len(self._seen_batches), records, self._batch_seconds)
+        return EgressRun(
+            len(self._seen_batches),
+            records,
+            self._batch_seconds,
+            Path(required(config, "egress").state_dir),
+        )
 
     def _supervise(
         self,

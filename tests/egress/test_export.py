@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import Producer
 
 from egress.driver_state import DriverState
-from egress.job import EgressJob
+from egress.job import EgressJob, EgressRun
 from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import assert_tiles, read_partition, s3_segments, watermarks
 from tests.fixtures.records import produce_every_shape as produce_shapes
@@ -41,8 +41,8 @@ def produce_transactions(
         producer.commit_transaction(30)
 
 
-def run_to_end(config, spark) -> None:
-    EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
+def run_to_end(config, spark) -> EgressRun:
+    return EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
 
 
 def test_segments_tile_each_partition_and_hold_exactly_the_committed_records(
@@ -88,7 +88,7 @@ def test_descriptor_statistics_and_group_offsets_are_published(
     producer.flush(30)
     config, _ = egress_config({topic: {}})
 
-    run_to_end(config, spark)
+    run = run_to_end(config, spark)
 
     s3 = local_stack.s3()
     descriptor = s3.get_object(
@@ -101,7 +101,7 @@ def test_descriptor_statistics_and_group_offsets_are_published(
     assert data["configs"]["cleanup.policy"] == "compact"
     assert data["configs"]["max.message.bytes"] == "2000000"
     assert data["export_start"] == {"0": 0, "1": 0}
-    _, stats = DriverState(config.egress.state_dir).read_partitions()
+    _, stats = DriverState(run.state_dir).read_partitions()
     assert stats[(topic, 0)].records == 20 and stats[(topic, 1)].records == 20
     from confluent_kafka import Consumer, TopicPartition
 

@@ -10,12 +10,11 @@ from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from egress.catalog import SourceCatalog
-from egress.driver_state import DriverState
 from egress.errors import EgressFailedError
-from egress.job import EgressJob
+from egress.job import EgressJob, with_run_state
 from egress.metrics import EgressMetrics
 from replicator.core.segments.key import topic_descriptor_s3_key
-from tests.fixtures.egress import create_topic
+from tests.fixtures.egress import create_topic, last_run_state
 from tests.fixtures.independent import assert_tiles, read_partition, s3_segments, watermarks
 from tests.fixtures.stack import SOURCE
 
@@ -112,11 +111,16 @@ def test_offsets_the_source_no_longer_holds_stop_egress_with_the_range(
         "but egress already exported up to 39",
     ):
         run(config, spark)
-    events = DriverState(config.egress.state_dir).data_loss_events()
+    events = last_run_state(config).data_loss_events()
     assert {(e["topic"], e["partition"], e["first"], e["last"]) for e in events} >= {
         (topic, 0, 0, 4)
     }
-    metrics = {m.name: m for m in EgressMetrics(config, SourceCatalog(config)).collect()}
+    metrics = {
+        m.name: m
+        for m in EgressMetrics(
+            with_run_state(config, last_run_state(config).directory), SourceCatalog(config)
+        ).collect()
+    }
     samples = metrics["replicator_egress_data_loss_events"].samples
     assert any(s.labels["topic"] == topic and s.value >= 1 for s in samples)
 
@@ -131,7 +135,7 @@ def test_skip_continues_without_going_back(local_stack, egress_config, unique, s
     recreate_shorter(local_stack, config, topic, 10)
     run(config, spark)  # reports, exports nothing below what was exported
     assert keys_by_partition(local_stack, config, topic)[0] == before
-    assert DriverState(config.egress.state_dir).data_loss_events()
+    assert last_run_state(config).data_loss_events()
 
     produce(local_stack, topic, 100)  # the new log grows past the old position
     run(config, spark)
@@ -190,7 +194,7 @@ def test_records_deleted_at_the_source_before_egress_read_them_are_reported_as_a
         lost_last, kept = 99, []
 
     run(config, spark)
-    events = DriverState(config.egress.state_dir).data_loss_events()
+    events = last_run_state(config).data_loss_events()
     assert {(e["topic"], e["partition"], e["first"], e["last"]) for e in events} == {
         (topic, 0, 50, lost_last)
     }
@@ -219,7 +223,7 @@ def test_records_deleted_at_the_source_stop_egress_naming_the_range_with_fail(
     delete_below(local_stack, topic, 0, 80)
     with pytest.raises(EgressFailedError, match=rf"data loss: topic {topic} partition 0"):
         run(config, spark)
-    events = DriverState(config.egress.state_dir).data_loss_events()
+    events = last_run_state(config).data_loss_events()
     assert {(e["topic"], e["partition"], e["first"], e["last"]) for e in events} == {
         (topic, 0, 50, 79)
     }
