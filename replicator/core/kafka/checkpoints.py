@@ -35,10 +35,16 @@ from typing import Any, Literal
 from confluent_kafka import Producer, TopicPartition
 
 from replicator.core.kafka import provenance
-from replicator.core.kafka.clients import LEADER_NOT_READY, retry_while_moving
+from replicator.core.kafka.clients import LEADER_NOT_READY
 from replicator.core.kafka.errors import CheckpointError
 from replicator.core.kafka.provenance import SourcePartition
-from replicator.core.kafka.tail import scan_back, settled_end, tail_reader, watermark_reader
+from replicator.core.kafka.tail import (
+    scan_back,
+    settled_end,
+    tail_reader,
+    watermark_reader,
+    watermarks,
+)
 from replicator.core.untrusted_json import Kinds, check_fields, json_object
 
 log = logging.getLogger(__name__)
@@ -232,9 +238,7 @@ class CheckpointStore:
         ends = watermark_reader(self.kafka, TAIL_READER_GROUP)
         try:
             tp = TopicPartition(self.topic, checkpoint_partition(key, self.partitions))
-            low, high = retry_while_moving(
-                lambda: ends.get_watermark_offsets(tp, timeout=30), LEADER_NOT_READY
-            )
+            low, high = watermarks(ends, tp, "the log end", retry=LEADER_NOT_READY)
             wanted = key.encode()
             found = scan_back(
                 consumer, tp, low, high, lambda m: m.value() if m.key() == wanted else None

@@ -3,6 +3,11 @@
 Used to find a writer's resume point: the newest checkpoint of a key, and the newest
 record that carries a given provenance. Scans stop at end-of-partition, which a broker
 reports only after a fetch came back empty, so readers ask brokers not to hold fetches.
+
+A broker's failures come out as :class:`BrokerError` keeping the client's code, naming the
+partition and what was asked: a broker paused or restarting makes a watermark look-up
+time out (``_TIMED_OUT``, ``_ALL_BROKERS_DOWN``, ``_UNKNOWN_PARTITION``), and a writer
+opening again then fails as for any passing broker trouble, not with an unknown error.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from replicator.core.kafka.clients import retry_while_moving
 from replicator.core.kafka.errors import BrokerError, TransactionStillOpenError
 
 log = logging.getLogger(__name__)
@@ -24,6 +30,8 @@ SETTLE_WAIT = 70.0
 """How long a resume waits at most for the transactions open in a destination or
 checkpoint partition to end: longer than the writers' default transaction timeout (60 s),
 after which the broker aborts a transaction whose writer went silent."""
+WATERMARK_TIMEOUT = 30.0
+"""How long one watermark look-up waits for the partition's leader to answer."""
 Match = TypeVar("Match")
 
 
@@ -47,8 +55,33 @@ def watermark_reader(kafka: dict[str, Any], group_id: str) -> Consumer:
     return Consumer({**kafka, "group.id": group_id, "isolation.level": "read_uncommitted"})
 
 
+def watermarks(
+    consumer: Consumer,
+    tp: TopicPartition,
+    what: str,
+    timeout: float = WATERMARK_TIMEOUT,
+    retry: frozenset[int] = frozenset(),
+) -> tuple[int, int]:
+    """``consumer``'s (low, high) watermarks of ``tp``, asked of its leader (the high one
+    is the log end or the last stable offset by the consumer's isolation level), asked
+    again while the client fails with one of ``retry`` (see :func:`retry_while_moving`).
+    Raises :class:`BrokerError` with the client's code, naming ``what`` was asked."""
+    try:
+        return retry_while_moving(
+            lambda: consumer.get_watermark_offsets(tp, timeout=timeout), retry
+        )
+    except KafkaException as exc:
+        raise BrokerError.from_kafka(
+            f"asking {what} of {tp.topic} partition {tp.partition}", exc.args[0]
+        ) from None
+
+
 def settled_end(
-    committed: Consumer, uncommitted: Consumer, tp: TopicPartition, wait: float = SETTLE_WAIT
+    committed: Consumer,
+    uncommitted: Consumer,
+    tp: TopicPartition,
+    wait: float = SETTLE_WAIT,
+    timeout: float = WATERMARK_TIMEOUT,
 ) -> tuple[int, int]:
     """(low, end) of ``tp`` once every transaction open in it when this was called has
     ended: its committed end (last stable offset) has reached the log end seen at the
@@ -61,15 +94,17 @@ def settled_end(
     that keeps committing does not hold the wait. ``wait`` 0: the ends now (readers:
     status, failover). Raises :class:`TransactionStillOpenError` after ``wait`` seconds
     (a writer frozen mid-transaction holds it until the broker aborts it at the
-    transaction timeout): a resume read now could miss records and write them again."""
-    low, log_end = uncommitted.get_watermark_offsets(tp, timeout=30)
+    transaction timeout): a resume read now could miss records and write them again.
+    ``timeout``: of each look-up; a broker that does not answer within it is a
+    :class:`BrokerError` (see :func:`watermarks`)."""
+    low, log_end = watermarks(uncommitted, tp, "the log end", timeout)
     if wait <= 0:
         return low, log_end
     deadline = time.monotonic() + wait
     while True:
-        _, committed_end = committed.get_watermark_offsets(tp, timeout=30)
+        _, committed_end = watermarks(committed, tp, "the committed end", timeout)
         if committed_end >= log_end:
-            low, end = uncommitted.get_watermark_offsets(tp, timeout=30)
+            low, end = watermarks(uncommitted, tp, "the log end", timeout)
             return low, end
         if time.monotonic() >= deadline:
             raise TransactionStillOpenError(
