@@ -74,7 +74,7 @@ from replicator.core.segments.selection import (
     lowest_start,
 )
 from replicator.core.segments.store import StoredSegment
-from replicator.core.workers import WriterSlots
+from replicator.core.workers import WriterSlots, report_failure
 
 log = logging.getLogger(__name__)
 
@@ -195,9 +195,7 @@ class PartitionWorker(threading.Thread):
         except BaseException as exc:  # reported, and the service restarts the worker
             self.status.state, self.status.reason = "failed", str(exc)
             self.failure = exc
-            self.log.error(
-                "%s failed: %s", self.name, exc, exc_info=not isinstance(exc, ReplicatorError)
-            )
+            report_failure(self.log, self.name, exc, traceback=not isinstance(exc, ReplicatorError))
 
     # -- the replay loop ------------------------------------------------------------------
 

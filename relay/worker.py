@@ -57,9 +57,10 @@ from replicator.core.kafka.errors import (
 )
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.records import messages_to_records
-from replicator.core.kafka.tail import read_range, tail_reader
+from replicator.core.kafka.tail import read_range, tail_reader, watermarks
 from replicator.core.kafka.writer import RecordWriter
 from replicator.core.logs import ContextLog, partition_fields
+from replicator.core.workers import report_failure
 
 log = logging.getLogger(__name__)
 
@@ -172,9 +173,7 @@ class RelayWorker(threading.Thread):
                 self.metrics.produce_errors.labels(produce_error_kind(exc)).inc()
             self.status.state, self.status.reason = "failed", str(exc)
             self.failure = exc
-            self.log.error(
-                "%s failed: %s", self.name, exc, exc_info=not isinstance(exc, BrokerError)
-            )
+            report_failure(self.log, self.name, exc, traceback=not isinstance(exc, BrokerError))
         finally:
             self._close_consumer()
 
@@ -444,9 +443,9 @@ class RelayWorker(threading.Thread):
 
     def _start_offset(self, upstream: str) -> int:
         consumer = self._consumer_for(upstream, OFFSET_BEGINNING)
-        low, high = consumer.get_watermark_offsets(
-            TopicPartition(self.topic.source_topic, self.partition), timeout=10
-        )
+        tp = TopicPartition(self.topic.source_topic, self.partition)
+        what = f"upstream {upstream} for the log start and end"
+        low, high = watermarks(consumer, tp, what, timeout=10)
         self._close_consumer()
         return low if self._start_from == "earliest" else high
 

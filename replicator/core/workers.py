@@ -5,6 +5,10 @@ consumer group gives it, runs a worker thread for each, stops the ones it no lon
 (before the new owner's writer fences them anyway), and restarts a worker that failed on
 a passing error (a broker or bucket unreachable) after a pause. A worker that halted
 stays halted: its reason is in its checkpoint and the service's exit status.
+
+A worker failing on a cluster's passing state (a broker paused or restarting, a leader on
+the move) reports it as one warning line (:func:`report_failure`): nothing is wrong that
+the restart does not mend, and an error line, or a traceback, would call an operator.
 """
 
 from __future__ import annotations
@@ -15,12 +19,31 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
+from replicator.core.kafka.errors import transient_state
 from replicator.core.kafka.provenance import SourcePartition
 
 log = logging.getLogger(__name__)
 
 RESTART_BACKOFF = 5.0
 FINAL_STATES = ("done", "halted")
+
+
+def report_failure(
+    logger: logging.Logger | logging.LoggerAdapter[Any],
+    name: str,
+    error: BaseException,
+    *,
+    traceback: bool,
+) -> None:
+    """Log to ``logger`` the failure of worker ``name``, which its pool restarts after a
+    pause: one warning line saying it will be retried when ``error`` is a cluster's
+    passing state (:func:`~replicator.core.kafka.errors.transient_state`), else an error
+    line, with the traceback when ``traceback`` (a failure the worker did not expect)."""
+    state = transient_state(error)
+    if state is not None:
+        logger.warning("%s failed while %s; it will be retried: %s", name, state, error)
+    else:
+        logger.error("%s failed: %s", name, error, exc_info=traceback)
 
 
 class WorkerStatus(Protocol):

@@ -1,10 +1,12 @@
 """A destination broker paused while a worker opens its writer again: the failure is one
-line without a traceback, the worker is restarted, and the destination is exact.
+warning line without a traceback, the worker is restarted, and the destination is exact.
 
 Issue 46: with the broker stopped (SIGSTOP), the resume read of a writer opening again
 failed in ``settled_end`` with a raw ``KafkaException`` ("Failed to get watermark
-offsets"), which the worker logged as an unknown failure, traceback and all. Nothing was
-lost, but a transient broker state is to read as one line, like the others.
+offsets"), which the worker logged as an unknown failure, traceback and all; then, as a
+BrokerError, as an ERROR line like a failure an operator must look at. Nothing was lost:
+a transient broker state is to read as one warning line saying it is retried, like the
+others (:func:`replicator.core.kafka.errors.transient_state`).
 
 The pause is placed deterministically: the resume read's ends are asked through a wrapper
 that stops the broker just before the first of them once the writer is due to open again
@@ -12,6 +14,7 @@ that stops the broker just before the first of them once the writer is due to op
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -30,7 +33,7 @@ PAUSE = 3.0
 """Longer than the 1 s the paused ends are asked for."""
 
 
-def test_a_paused_broker_at_a_writer_reopen_is_one_line_and_nothing_twice(
+def test_a_paused_broker_at_a_writer_reopen_is_one_warning_and_nothing_twice(
     local_stack, ingress_setup, monkeypatch, caplog
 ):
     setup = ingress_setup()
@@ -90,11 +93,14 @@ def test_a_paused_broker_at_a_writer_reopen_is_one_line_and_nothing_twice(
         target.checkpoint_key, setup.config.ingress.checkpoint_partitions
     )
     failed = [
-        r.getMessage()
+        r
         for r in caplog.records
         if f"{checkpoint_topic} partition {cp_partition}" in r.getMessage()
     ]
     assert len(failed) == 1, [r.getMessage() for r in caplog.records]
+    line = failed[0]
+    assert line.levelno == logging.WARNING, (line.levelname, line.getMessage())
+    assert "will be retried" in line.getMessage(), line.getMessage()
     assert provenance_offsets(local_stack, setup, 0) == list(range(total))
     opens = service.metrics.registry.get_sample_value(
         "replicator_ingress_writer_opens_total",

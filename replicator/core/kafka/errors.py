@@ -1,9 +1,16 @@
 """Errors of Kafka operations. Each keeps the Kafka error code it came from, so callers
-decide on the code (retry, re-open, halt) rather than on message text."""
+decide on the code (retry, re-open, halt) rather than on message text.
+
+:func:`transient_state` tells a cluster's passing state (a broker that does not answer, a
+leader or coordinator on the move) from a failure an operator must look at: a worker
+failing on the first is restarted after a pause and reports it as one warning line."""
 
 from __future__ import annotations
 
+from types import TracebackType
 from typing import Any
+
+from confluent_kafka import KafkaError
 
 from replicator.core.errors import ReplicatorError
 
@@ -76,3 +83,103 @@ class AuthorizationError(BrokerError):
     ``TRANSACTIONAL_ID_AUTHORIZATION_FAILED``, ``CLUSTER_AUTHORIZATION_FAILED``); names
     the operation and the resource. The partition or source it was for halts: asking
     again gets the same answer until an operator grants the ACL."""
+
+
+NOT_ANSWERING = frozenset(
+    {
+        KafkaError._TIMED_OUT,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TRANSPORT,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NETWORK_EXCEPTION,
+    }
+)
+"""Codes of a broker that did not answer in time or dropped the connection (paused,
+restarting, unreachable for a moment)."""
+
+LEADER_MOVING = frozenset({KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION})
+"""Codes of a partition whose leader is being elected or has moved to another broker."""
+
+COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError._WAIT_COORD,
+    }
+)
+"""Codes of a group or transaction coordinator being moved or loading its partition."""
+
+ACCESS_REFUSED = frozenset(
+    {
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+        KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        KafkaError._AUTHENTICATION,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError._SSL,
+    }
+)
+"""Codes of a cluster refusing this client (an ACL, its credentials, its TLS): asked
+again, it answers the same, so never a passing state even when flagged retriable."""
+
+NEVER_TRANSIENT = (
+    OwnershipLostError,
+    RecordRefusedError,
+    AuthorizationError,
+    KafkaAccessError,
+    DestinationTopicError,
+)
+"""Broker errors that say something about this replicator, not the cluster's moment: it
+was fenced, a record is refused, an ACL or credential is missing, a topic cannot grow.
+They halt, stop the service or re-open a writer that may have moved, each on purpose."""
+
+LOOKUPS = frozenset({("replicator.core.kafka.tail", "watermarks")})
+"""(module, function) of the look-ups that turn a client's failure to learn a partition's
+metadata or ends into a :class:`BrokerError`. A broker paused under such a look-up makes
+it fail with ``_UNKNOWN_PARTITION`` too (the client has no metadata of the partition
+yet), while a record produced to a partition the client's metadata lacks fails with the
+same code for good; the code alone does not say which, the place it was raised does."""
+
+
+def transient_state(error: BaseException) -> str | None:
+    """The passing state of a cluster ``error`` comes from, in a few words ("a broker did
+    not answer"), or None when it is not one (the failure is to be looked at).
+
+    Passing: a :class:`TransactionStillOpenError`; a :class:`BrokerError` whose code says a
+    broker did not answer (:data:`NOT_ANSWERING`, and ``_UNKNOWN_PARTITION`` raised by a
+    look-up of :data:`LOOKUPS`) or a leader or coordinator is moving
+    (:data:`LEADER_MOVING`, :data:`COORDINATOR_MOVING`), or that the client flags
+    retriable. Never: the errors of :data:`NEVER_TRANSIENT`, a refused access
+    (:data:`ACCESS_REFUSED`), a BrokerError without a code (a wait of our own that ran
+    out), nor anything but a BrokerError."""
+    if isinstance(error, TransactionStillOpenError):
+        return "a transaction was still open"
+    if not isinstance(error, BrokerError) or isinstance(error, NEVER_TRANSIENT):
+        return None
+    code = error.code
+    if code is None or code in ACCESS_REFUSED:
+        return None
+    if code in NOT_ANSWERING:
+        return "a broker did not answer"
+    if code == KafkaError._UNKNOWN_PARTITION and _raised_by_lookup(error.__traceback__):
+        return "a broker did not answer"
+    if code in LEADER_MOVING:
+        return "a partition leader was moving"
+    if code in COORDINATOR_MOVING:
+        return "a coordinator was moving"
+    if error.retriable:
+        return "the cluster was busy (a retriable error)"
+    return None
+
+
+def _raised_by_lookup(traceback: TracebackType | None) -> bool:
+    """Whether the innermost frame of ``traceback`` is one of :data:`LOOKUPS`."""
+    if traceback is None:
+        return False
+    while traceback.tb_next is not None:
+        traceback = traceback.tb_next
+    frame = traceback.tb_frame
+    return (frame.f_globals.get("__name__"), frame.f_code.co_name) in LOOKUPS
