@@ -7,7 +7,6 @@ failing on the first is restarted after a pause and reports it as one warning li
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
 from confluent_kafka import KafkaError
@@ -32,6 +31,14 @@ class BrokerError(ReplicatorError):
     def from_kafka(cls, context: str, error: Any) -> BrokerError:
         """``context: <client's text>`` keeping a ``KafkaError``'s code and retriability."""
         return cls(f"{context}: {error.str()}", code=error.code(), retriable=error.retriable())
+
+
+class PartitionLookupError(BrokerError):
+    """A look-up of a partition's ends (or of the metadata they need) failed. A broker
+    paused under the look-up makes it fail with ``_UNKNOWN_PARTITION`` too (the client has
+    no metadata of the partition yet), while a record produced to a partition the client's
+    metadata lacks fails with the same code for good: the code alone does not say which,
+    the kind of call does (see :func:`transient_state`)."""
 
 
 class RecordRefusedError(BrokerError):
@@ -136,21 +143,14 @@ NEVER_TRANSIENT = (
 was fenced, a record is refused, an ACL or credential is missing, a topic cannot grow.
 They halt, stop the service or re-open a writer that may have moved, each on purpose."""
 
-LOOKUPS = frozenset({("replicator.core.kafka.tail", "watermarks")})
-"""(module, function) of the look-ups that turn a client's failure to learn a partition's
-metadata or ends into a :class:`BrokerError`. A broker paused under such a look-up makes
-it fail with ``_UNKNOWN_PARTITION`` too (the client has no metadata of the partition
-yet), while a record produced to a partition the client's metadata lacks fails with the
-same code for good; the code alone does not say which, the place it was raised does."""
-
 
 def transient_state(error: BaseException) -> str | None:
     """The passing state of a cluster ``error`` comes from, in a few words ("a broker did
     not answer"), or None when it is not one (the failure is to be looked at).
 
     Passing: a :class:`TransactionStillOpenError`; a :class:`BrokerError` whose code says a
-    broker did not answer (:data:`NOT_ANSWERING`, and ``_UNKNOWN_PARTITION`` raised by a
-    look-up of :data:`LOOKUPS`) or a leader or coordinator is moving
+    broker did not answer (:data:`NOT_ANSWERING`, and ``_UNKNOWN_PARTITION`` of a
+    :class:`PartitionLookupError`) or a leader or coordinator is moving
     (:data:`LEADER_MOVING`, :data:`COORDINATOR_MOVING`), or that the client flags
     retriable. Never: the errors of :data:`NEVER_TRANSIENT`, a refused access
     (:data:`ACCESS_REFUSED`), a BrokerError without a code (a wait of our own that ran
@@ -164,7 +164,7 @@ def transient_state(error: BaseException) -> str | None:
         return None
     if code in NOT_ANSWERING:
         return "a broker did not answer"
-    if code == KafkaError._UNKNOWN_PARTITION and _raised_by_lookup(error.__traceback__):
+    if code == KafkaError._UNKNOWN_PARTITION and isinstance(error, PartitionLookupError):
         return "a broker did not answer"
     if code in LEADER_MOVING:
         return "a partition leader was moving"
@@ -173,13 +173,3 @@ def transient_state(error: BaseException) -> str | None:
     if error.retriable:
         return "the cluster was busy (a retriable error)"
     return None
-
-
-def _raised_by_lookup(traceback: TracebackType | None) -> bool:
-    """Whether the innermost frame of ``traceback`` is one of :data:`LOOKUPS`."""
-    if traceback is None:
-        return False
-    while traceback.tb_next is not None:
-        traceback = traceback.tb_next
-    frame = traceback.tb_frame
-    return (frame.f_globals.get("__name__"), frame.f_code.co_name) in LOOKUPS

@@ -20,7 +20,11 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from replicator.core.kafka.clients import retry_while_moving
-from replicator.core.kafka.errors import BrokerError, TransactionStillOpenError
+from replicator.core.kafka.errors import (
+    BrokerError,
+    PartitionLookupError,
+    TransactionStillOpenError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +75,7 @@ def watermarks(
             lambda: consumer.get_watermark_offsets(tp, timeout=timeout), retry
         )
     except KafkaException as exc:
-        raise BrokerError.from_kafka(
+        raise PartitionLookupError.from_kafka(
             f"asking {what} of {tp.topic} partition {tp.partition}", exc.args[0]
         ) from None
 
