@@ -17,8 +17,10 @@ get the reference and resolve it themselves.
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 import logging
+import math
 import os
 import re
 import tomllib
@@ -425,6 +427,37 @@ class EgressConfig(_Model):
         return self.defaults.model_copy(update=overrides.model_dump(exclude_none=True))
 
 
+def _json_values(table: dict[str, Any]) -> dict[str, Any]:
+    """A filter's table with only values JSON has, so that they reach Spark processes as
+    they are (the config is handed to them as JSON): a TOML date or time would arrive
+    as text, inf or nan as null. Others are refused by their key, never their value."""
+    problems = [
+        f"{key_path(path)}: {problem}"
+        for path, value in _leaves(table, ())
+        if (problem := _not_json(value))
+    ]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return table
+
+
+def _leaves(value: Any, path: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], Any]]:
+    if isinstance(value, dict):
+        return [leaf for k, v in value.items() for leaf in _leaves(v, (*path, k))]
+    if isinstance(value, list):
+        return [leaf for i, v in enumerate(value) for leaf in _leaves(v, (*path, i))]
+    return [(path, value)]
+
+
+def _not_json(value: Any) -> str | None:
+    """Why JSON cannot carry ``value`` (None: it can)."""
+    if isinstance(value, datetime.date | datetime.time):
+        return "a TOML date or time, which JSON lacks (write it as text)"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "inf or nan, which JSON lacks"
+    return None
+
+
 class FilterSpec(_Model):
     """A record filter: ``plugin`` names a callable ``module:attribute`` that receives
     ``config`` once and returns the filter (see :mod:`replicator.core.filters`)."""
@@ -432,11 +465,20 @@ class FilterSpec(_Model):
     plugin: Annotated[str, Field(pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")]
     """``module:attribute``; the pattern is matched by pydantic's engine, where ``$`` is
     the very end of the text."""
-    config: dict[str, Any] = Field(default_factory=dict)
-    """The table the plugin's factory is called with."""
+    config: Annotated[dict[str, Any], AfterValidator(_json_values)] = Field(default_factory=dict)
+    """The table the plugin's factory is called with. Its values are JSON's (text,
+    numbers, booleans, arrays and tables; no dates, times, inf or nan): Spark processes
+    get the config as JSON."""
 
 
 TOPIC_PLACEHOLDER = "{topic}"
+
+
+def _topic_or_unset(value: str) -> str:
+    """A topic name, or ``""``: unset, in a source that names ``topic_pattern`` instead.
+    The model writes that default when it is dumped, so it must read it back (the copy
+    of the config each Spark process validates)."""
+    return value if value == "" else check_topic_name(value)
 
 
 def _destination_template(value: str) -> str:
@@ -451,7 +493,7 @@ class IngressSource(_Model):
 
     region: RegionName
     """The region whose segments this source replays."""
-    topic: TopicName = ""
+    topic: Annotated[str, AfterValidator(_topic_or_unset)] = ""
     """The source topic's name (or ``topic_pattern``)."""
     topic_pattern: Annotated[str, AfterValidator(_regex)] | None = None
     """A regular expression over whole topic names, instead of ``topic``."""
@@ -709,6 +751,19 @@ class CompactionTopicConfig(_Model):
         return self
 
 
+def _level_key(value: Any) -> Any:
+    """A level written as a table key (text in TOML) is its number as such: "01", "+1"
+    or " 1" would name the same level as "1" (one silently replacing the other), and a
+    ``${NAME}`` reference under it could not be found again by its key when the config
+    is handed to Spark processes."""
+    if isinstance(value, str) and not re.fullmatch(r"0|[1-9][0-9]*", value):
+        raise ValueError(f"level {value!r}: write the level's number alone, e.g. 1")
+    return value
+
+
+Level = Annotated[int, BeforeValidator(_level_key), Field(ge=0)]
+
+
 class CompactionConfig(_Model):
     region: RegionName
     """The region whose bucket is compacted."""
@@ -718,7 +773,7 @@ class CompactionConfig(_Model):
     """Merges running at once."""
     topics: dict[TopicName, CompactionTopicConfig] = Field(default_factory=dict)
     """Topics to compact, each with its merge rules."""
-    storage_class: dict[Annotated[int, Field(ge=0)], StorageClass] = Field(default_factory=dict)
+    storage_class: dict[Level, StorageClass] = Field(default_factory=dict)
     """Storage class of the segments written at each level, e.g. {1 = "STANDARD_IA"}."""
     pushgateway_url: str | None = None
     """Where a run's figures are pushed, so a cron job's result reaches monitoring."""
@@ -796,6 +851,10 @@ class Config(_Model):
     _reference_texts: dict[tuple[str | int, ...], str] = PrivateAttr(default_factory=dict)
     """Every value the file wrote with a ``${NAME}`` reference (secret field or not), as
     written: what is handed to other processes in place of the expanded value."""
+    _reference_values: dict[tuple[str | int, ...], Any] = PrivateAttr(default_factory=dict)
+    """The values those references gave (as :func:`dump_json` writes them): a copy of
+    the config in which a program replaced one (``model_copy``: egress's absolute
+    directories) hands over the value it holds, not the file's reference."""
 
     @property
     def source(self) -> str:
@@ -868,7 +927,7 @@ def parse_config(text: str, source: str, env: Mapping[str, str]) -> Config:
         config = Config.model_validate(expanded)
     except ValidationError as exc:
         paths = {path for path, _ in unset}  # the error there is the unset variable
-        errors = [e for e in map(_describe, exc.errors()) if e[0] not in paths]
+        errors = [e for e in validation_problems(exc) if e[0] not in paths]
         raise ConfigError(source, unset + errors) from None
     secrets = {key_path(path) for path in secret_paths(config)}
     problems = [problem for problem in unset if problem[0] not in secrets]
@@ -879,13 +938,59 @@ def parse_config(text: str, source: str, env: Mapping[str, str]) -> Config:
     config._secret_texts = {
         path: text for path in secret_paths(config) if isinstance(text := _at(raw, path), str)
     }
-    config._reference_texts = dict(_references(raw, ()))
+    remember_references(config, dict(_references(raw, ())))
     return config
 
 
-def reference_texts(config: Config) -> dict[tuple[str | int, ...], str]:
-    """Every value the file wrote with a ``${NAME}`` reference, by key path, as written."""
-    return dict(config._reference_texts)
+def remember_references(config: Config, texts: dict[tuple[str | int, ...], str]) -> None:
+    """Note ``texts``, the values of ``config`` written with ``${NAME}`` references
+    (by key path, as written), and the values they gave."""
+    dumped = dump_json(config)
+    config._reference_texts = texts
+    config._reference_values = {path: _at(dumped, path) for path in texts}
+
+
+def reference_texts(config: Config, dumped: Mapping[str, Any]) -> dict[tuple[str | int, ...], str]:
+    """Every value the file wrote with a ``${NAME}`` reference, by key path, as written,
+    that ``config`` (``dumped``: its :func:`dump_json`) still holds."""
+    return {
+        path: text
+        for path, text in config._reference_texts.items()
+        if path in config._reference_values and _at(dumped, path) == config._reference_values[path]
+    }
+
+
+def dump_json(config: Config) -> dict[str, Any]:
+    """``config`` as JSON data, each secret this process lacks (:class:`UnsetSecret`)
+    written empty: dumping a secret reads it, and reading that one raises."""
+    masked: Any = config
+    for path in secret_paths(config):
+        if isinstance(_value_at(config, path), UnsetSecret):
+            masked = _replaced(masked, path, SecretStr(""))
+    dumped: dict[str, Any] = masked.model_dump(mode="json")
+    return dumped
+
+
+def _value_at(value: Any, path: tuple[str | int, ...]) -> Any:
+    """The value at ``path`` in a model (by attribute), dict or list."""
+    for key in path:
+        value = getattr(value, str(key)) if isinstance(value, BaseModel) else value[key]
+    return value
+
+
+def _replaced(value: Any, path: tuple[str | int, ...], new: Any) -> Any:
+    """A copy of ``value`` (models, dicts and lists) with ``new`` at ``path``."""
+    if not path:
+        return new
+    key, rest = path[0], path[1:]
+    if isinstance(value, BaseModel):
+        inner = getattr(value, str(key))
+        return value.model_copy(update={str(key): _replaced(inner, rest, new)})
+    if isinstance(value, list):
+        items = list(value)
+        items[int(key)] = _replaced(items[int(key)], rest, new)
+        return items
+    return {**value, key: _replaced(value[key], rest, new)}
 
 
 def _references(value: Any, path: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], str]]:
@@ -920,14 +1025,27 @@ def secret_text(config: Config, path: tuple[str | int, ...]) -> str | None:
     return config._secret_texts.get(path)
 
 
-def expand_env(text: str, env: Mapping[str, str], where: str) -> str:
-    """``text`` with every ``${NAME}`` replaced from ``env``; ``ConfigError`` naming
-    the variable and ``where`` when one is not set."""
+def expand_env(
+    text: str, env: Mapping[str, str], where: str, path: tuple[str | int, ...] = ()
+) -> str:
+    """``text`` (the value at key ``path``) with every ``${NAME}`` replaced from
+    ``env``; ``ConfigError`` naming ``where``, the key and the variable when one is not
+    set."""
     problems: list[tuple[str, str]] = []
-    expanded = _expand_env(text, (), env, problems)
+    expanded = _expand_env(text, path, env, problems)
     if problems:
-        raise ConfigError(where, [(p, m) for p, m in problems])
+        raise ConfigError(where, problems)
     return str(expanded)
+
+
+def expand_secret(
+    text: str, env: Mapping[str, str], where: str, path: tuple[str | int, ...]
+) -> str | UnsetSecret:
+    """The secret at key ``path`` that ``text`` refers to, from ``env``; an
+    :class:`UnsetSecret` naming ``where`` when a variable is not set (an error where
+    the secret is used, as at load)."""
+    expanded: str | UnsetSecret = _expand_env(text, path, env, [], source=where)
+    return expanded
 
 
 def has_env_reference(text: str) -> bool:
@@ -958,10 +1076,15 @@ class UnsetSecret(SecretStr):
         raise self._error
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, UnsetSecret) and str(self._error) == str(other._error)
+        # The same reference unset at the same key, whichever process (its source, in
+        # the error) could not resolve it: a Spark process's copy equals the driver's.
+        return isinstance(other, UnsetSecret) and self._identity() == other._identity()
 
     def __hash__(self) -> int:
-        return hash(str(self._error))
+        return hash(self._identity())
+
+    def _identity(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        return self._secret_value, tuple(self._error.problems)
 
     def __repr__(self) -> str:
         return f"UnsetSecret({self._error.problems[0][1]!r})"
@@ -1003,6 +1126,12 @@ _MESSAGES = {
     "extra_forbidden": "unknown key",
     "missing": "missing required key",
 }
+
+
+def validation_problems(exc: ValidationError) -> list[tuple[str, str]]:
+    """Each error of ``exc`` as (key path, message), no input value echoed (it may be a
+    secret)."""
+    return [_describe(err) for err in exc.errors()]
 
 
 def _describe(err: Any) -> tuple[str, str]:

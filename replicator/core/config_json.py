@@ -20,22 +20,32 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from replicator.core.config import (
     Config,
+    UnsetSecret,
+    dump_json,
     expand_env,
+    expand_secret,
     has_env_reference,
     key_path,
     reference_texts,
+    remember_references,
     secret_paths,
     secret_text,
+    validation_problems,
 )
+from replicator.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 SECRET_REFERENCES = "secret_references"
 """The payload's list of paths whose values are ``${NAME}`` references to resolve."""
+UNSET_SECRETS = "unset_secrets"
+"""The payload's list of secrets whose variables the sending process lacked too (it
+does not use them): a receiving process that lacks them holds them unset as well, an
+error only where one is used. Any other reference it cannot resolve is an error at once."""
 
 
 def config_to_json(config: Config) -> str:
@@ -43,46 +53,72 @@ def config_to_json(config: Config) -> str:
     planner processes and executors), with every secret, and every other value the file
     wrote with a reference, as the file wrote it: a ``${NAME}`` reference that the
     receiving process resolves from its own environment, so that plans, task payloads
-    and logs never hold the value. A secret written in
-    clear in the file, or set without a file, travels as it is (with a warning)."""
-    data = config.model_dump(mode="json")
+    and logs never hold the value. A secret written in clear in the file, or set
+    without a file, travels as it is (with a warning); one whose variable this process
+    lacks travels as its reference, unset where the receiving process lacks it too."""
+    data = dump_json(config)
     references: list[list[str | int]] = []
+    unset: list[list[str | int]] = []
     for path in secret_paths(config):
         text = secret_text(config, path)
         if text is not None and has_env_reference(text):
             _put(data, path, text)
             references.append(list(path))
+            if isinstance(_get(config, path), UnsetSecret):
+                unset.append(list(path))
         else:
             _warn_clear_secret(path)
             _put(data, path, _get(config, path).get_secret_value())
     secrets = {tuple(p) for p in references}
-    for path, text in reference_texts(config).items():  # the other fields written so
+    for path, text in reference_texts(config, data).items():  # the others written so
         if path not in secrets and _has(data, path):
             _put(data, path, text)
             references.append(list(path))
-    return json.dumps({SECRET_REFERENCES: references, "config": data, "source": config.source})
+    payload = {SECRET_REFERENCES: references, UNSET_SECRETS: unset}
+    return json.dumps({**payload, "config": data, "source": config.source})
 
 
 def config_from_json(text: str, env: Mapping[str, str] | None = None) -> Config:
     """The config :func:`config_to_json` wrote, its secret references resolved from
-    ``env`` (this process's environment by default)."""
+    ``env`` (this process's environment by default).
+
+    Raises :class:`ConfigError` naming the config, the host of this Spark process and
+    every key at fault: a variable that is not set, or a value the model refuses (a
+    bug: the sender validated it), never with the value."""
     payload = json.loads(text)
     shipped, source = payload["config"], payload.get("source", "config")
     data = json.loads(json.dumps(shipped))  # resolved below; ``shipped`` keeps the texts
     environment = os.environ if env is None else env
     where = f"{source} (in a Spark process on {socket.gethostname()})"
-    for path in payload[SECRET_REFERENCES]:
-        _put(data, path, expand_env(_get(shipped, path), environment, where))
-    config = Config.model_validate(data)
+    may_stay_unset = {tuple(path) for path in payload.get(UNSET_SECRETS, [])}
+    problems: list[tuple[str, str]] = []
+    for path in map(tuple, payload[SECRET_REFERENCES]):
+        written = _get(shipped, path)
+        if path in may_stay_unset:
+            _put(data, path, expand_secret(written, environment, where, path))
+            continue
+        try:
+            _put(data, path, expand_env(written, environment, where, path))
+        except ConfigError as exc:
+            problems += exc.problems
+    if problems:
+        raise ConfigError(where, problems)
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(where, validation_problems(exc)) from None
     config._source = source
     config._secret_texts = {  # as the file wrote them, for the next hand-over
         path: _get(shipped, path) for path in secret_paths(config)
     }
-    config._reference_texts = {
-        tuple(path): text
-        for path in payload[SECRET_REFERENCES]
-        if isinstance(text := _get(shipped, path), str) and has_env_reference(text)
-    }
+    remember_references(
+        config,
+        {
+            tuple(path): text
+            for path in payload[SECRET_REFERENCES]
+            if isinstance(text := _get(shipped, path), str) and has_env_reference(text)
+        },
+    )
     return config
 
 
