@@ -54,7 +54,11 @@ planner's ``latestOffset``, Spark's write-ahead offset log, the ranges handed to
 the query's planning, the tasks reading and writing segments with the sink's commit, then
 Spark's commit log. What ``triggerExecution`` holds beyond their sum is Spark's own."""
 
-_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
+_ERROR_LINE = re.compile(
+    r"^(?:[\w.]+\.)?(\w+(?:Error|Exception)): (.+(?:\n  \S.*)*)$", re.MULTILINE
+)
+"""An error line of a Python traceback, with the indented lines right after it (an error
+listing several problems, one a line, as a ConfigError does)."""
 
 
 def batch_phases(durations_ms: dict[str, int]) -> str:

@@ -285,7 +285,8 @@ def test_a_value_a_spark_process_refuses_is_named_with_its_key():
         '  File "/x/spark_options.py", line 29, in config_from_option\n'
         f"replicator.core.errors.ConfigError: {info.value}\n SQLSTATE: 38000\n"
     )
-    assert root_cause(failure) == str(info.value)
+    first = info.value
+    assert root_cause(failure) == str(first)
     assert "ingress.sources[0].topic: invalid Kafka topic name" in root_cause(failure)
     payload["config"]["egress"]["trigger_interval"] = "soon"
     with pytest.raises(ConfigError) as info:
@@ -294,6 +295,9 @@ def test_a_value_a_spark_process_refuses_is_named_with_its_key():
         "egress.trigger_interval",
         "ingress.sources[0].topic",
     ]
+    several = failure.replace(str(first), str(info.value))
+    assert root_cause(several) == str(info.value)  # every problem, one a line
+    assert "\n  egress.trigger_interval: " in root_cause(several)
 
 
 # ---------------------------------------------------------------------------------------
