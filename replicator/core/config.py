@@ -383,7 +383,8 @@ class EgressConfig(_Model):
     checkpoint_location: str = ".replicator/egress-checkpoint"
     """Spark's checkpoint directory (local, or a Hadoop-compatible file system)."""
     state_dir: str = ".replicator/egress-state"
-    """Driver-local statistics shared by the driver's processes (metrics, size estimates)."""
+    """Where each egress run keeps, in a directory of its own, the driver-local statistics
+    its processes share (metrics, size estimates, which partitions have a first segment)."""
     topics: dict[TopicName, EgressTopicOverrides] = Field(default_factory=dict)
     """Topics to export by name, each with optional segment limits of its own."""
     topic_pattern: Annotated[str, AfterValidator(_regex)] | None = None
