@@ -9,6 +9,10 @@ stays halted: its reason is in its checkpoint and the service's exit status.
 A worker failing on a cluster's passing state (a broker paused or restarting, a leader on
 the move) reports it as one warning line (:func:`report_failure`): nothing is wrong that
 the restart does not mend, and an error line, or a traceback, would call an operator.
+What the restart does not mend is an operator's matter: a partition whose workers keep
+failing, restart after restart, for :data:`FAILING_ALERT` (a deleted destination topic
+answers like a paused broker) is reported as an error line then, and again every
+:data:`FAILING_ALERT` while it lasts.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ from replicator.core.kafka.provenance import SourcePartition
 log = logging.getLogger(__name__)
 
 RESTART_BACKOFF = 5.0
+FAILING_ALERT = 300.0
+"""How long a partition's workers may keep failing, each restarted, before the pool says
+so as an error (and again as often while it lasts)."""
+HEALTHY_RUN = 60.0
+"""A worker alive this long has got past what made its predecessors fail."""
 FINAL_STATES = ("done", "halted")
 
 
@@ -137,6 +146,9 @@ class WorkerPool(Generic[W]):
         self._restart_backoff = restart_backoff
         self.workers: dict[SourcePartition, W] = {}
         self._restart_at: dict[SourcePartition, float] = {}
+        self._started_at: dict[SourcePartition, float] = {}
+        self._failing: dict[SourcePartition, tuple[float, float]] = {}
+        """Per source whose workers keep failing: (first failure, last error line)."""
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -160,19 +172,39 @@ class WorkerPool(Generic[W]):
         for source in chosen:
             self.workers.pop(source).join(60)
             self._restart_at.pop(source, None)
+            self._failing.pop(source, None)
 
     def supervise(self) -> None:
         """Restart workers that failed, each after the restart pause."""
         now = time.monotonic()
         for source, worker in list(self.workers.items()):
             if worker.is_alive() or worker.status.state != "failed":
+                if now - self._started_at.get(source, now) >= HEALTHY_RUN:
+                    self._failing.pop(source, None)
                 continue
             due = self._restart_at.setdefault(source, now + self._restart_backoff)
             if now >= due:
                 del self._restart_at[source]
+                self._report_failing(source, worker.status.reason, due - self._restart_backoff, now)
                 log.info("restarting the worker of %s", source)
                 self.workers.pop(source)
                 self._start(source)
+
+    def _report_failing(
+        self, source: SourcePartition, reason: str, failed_at: float, now: float
+    ) -> None:
+        """An error line when ``source``'s workers have kept failing for
+        :data:`FAILING_ALERT` since the first of them (``failed_at``), and again as often
+        while they do."""
+        since, said = self._failing.setdefault(source, (failed_at, failed_at))
+        if now - said >= FAILING_ALERT:
+            self._failing[source] = (since, now)
+            log.error(
+                "the workers of %s have kept failing for %.0f s, each restarted; the last: %s",
+                source,
+                now - since,
+                reason,
+            )
 
     def finished(self) -> bool:
         """Every worker is done or halted (with ``--stop-at-end``)."""
@@ -185,6 +217,7 @@ class WorkerPool(Generic[W]):
     def _start(self, source: SourcePartition) -> None:
         worker = self._make(source)
         self.workers[source] = worker
+        self._started_at[source] = time.monotonic()
         worker.start()
 
 

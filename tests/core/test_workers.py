@@ -5,10 +5,12 @@ finished nothing."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from replicator.core import workers
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.workers import GroupShare, WorkerPool
 
@@ -82,6 +84,44 @@ def test_failed_workers_restart_after_the_pause_and_halted_ones_stay():
     assert pool.finished()
     pool.stop()
     assert len(pool) == 0
+
+
+def test_a_partition_whose_workers_keep_failing_is_an_error_line_now_and_then(caplog, monkeypatch):
+    """Each failure on a passing state is a warning; restart after restart for
+    FAILING_ALERT is what an operator must hear of (a deleted destination topic fails
+    like a paused broker), as an error, again as often while it lasts, and no more once
+    a worker has run well."""
+    clock = [1000.0]
+    monkeypatch.setattr(workers.time, "monotonic", lambda: clock[0])
+    made: list[FakeWorker] = []
+    pool = WorkerPool(maker(made), restart_backoff=5)
+    pool.own(sources(0))
+
+    def fail_and_restart(reason: str) -> None:
+        made[-1].end("failed", reason)
+        pool.supervise()
+        clock[0] += 5
+        pool.supervise()
+
+    def errors() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+
+    for _ in range(59):  # 59 restarts, 295 s
+        fail_and_restart("a broker did not answer")
+    assert errors() == []
+    fail_and_restart("the topic is gone")
+    assert errors() == [
+        "the workers of us-east-1/orders partition 0 have kept failing for 300 s, each restarted; "
+        "the last: the topic is gone"
+    ]
+    for _ in range(60):
+        fail_and_restart("the topic is gone")
+    assert len(errors()) == 2  # every FAILING_ALERT
+    clock[0] += workers.HEALTHY_RUN  # the last restarted worker runs well
+    pool.supervise()
+    for _ in range(59):
+        fail_and_restart("a broker did not answer")
+    assert len(errors()) == 2  # counted afresh
 
 
 def test_a_share_is_done_only_while_held_and_every_worker_of_it_is_done():
