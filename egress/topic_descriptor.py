@@ -87,11 +87,16 @@ class DescriptorPublisher:
             log.warning("could not record export starts: %s", exc)
 
     def _find_starts(self, topic: str, partitions: list[int]) -> bool:
-        """List the segments of ``partitions`` without a known start; True if any found."""
+        """List the segments of ``partitions`` without a known start; True if any found.
+
+        A topic's first call in a run lists every partition (segments an earlier run wrote
+        whose start no descriptor names yet: this run's statistics know nothing of them),
+        and the topic counts as loaded only once that has succeeded: a listing that failed
+        is made again at the next call, never left out for the rest of the run."""
         starts = self._starts.setdefault(topic, {})
         if topic not in self._loaded:
-            self._loaded.add(topic)
             starts.update(self._recorded(topic))
+            partitions = list(range(self._counts[topic]))
         found = False
         for partition in partitions:
             if partition in starts:
@@ -101,6 +106,7 @@ class DescriptorPublisher:
             if start is not None:
                 starts[partition] = start
                 found = True
+        self._loaded.add(topic)
         return found
 
     def _recorded(self, topic: str) -> dict[int, int]:
