@@ -47,6 +47,9 @@ PARTITIONS_FILE = "partitions.json"
 DATA_LOSS_FILE = "data-loss.jsonl"
 RUN_PREFIX = "run-"
 OWNER_LOCK = ".owner"
+ABANDONED_AFTER = 60.0
+"""Seconds after which a run's directory without a lock file was left by a run killed
+while it made it (making one takes microseconds)."""
 
 
 @dataclass
@@ -84,21 +87,36 @@ class DriverState:
         return int(data.get("batch_id", -1)), stats
 
     def write_partitions(self, batch_id: int, stats: dict[tuple[str, int], PartitionStats]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """Replace the statistics (atomically). Never makes the directory: only its run
+        does, at its start (a late write of a run that ended must not bring back the
+        directory the next run removed)."""
         data: dict[str, Any] = {
             "batch_id": batch_id,
             "partitions": {f"{t}/{p}": asdict(s) for (t, p), s in sorted(stats.items())},
         }
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".partitions-")
+        try:
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".partitions-")
+        except FileNotFoundError:
+            self._gone()
+            return
         with os.fdopen(fd, "w") as out:
             json.dump(data, out)
         os.replace(tmp, self._path(PARTITIONS_FILE))
 
     def record_data_loss(self, event: dict[str, Any]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """Append one data-loss event (never makes the directory either)."""
         line = json.dumps({"time": time.time(), **event}) + "\n"
-        with self._path(DATA_LOSS_FILE).open("a") as out:
-            out.write(line)
+        try:
+            with self._path(DATA_LOSS_FILE).open("a") as out:
+                out.write(line)
+        except FileNotFoundError:
+            self._gone()
+
+    def _gone(self) -> None:
+        log.warning(
+            "the egress run's statistics directory %s is gone (its run ended); not recorded",
+            self.directory,
+        )
 
     def data_loss_events(self) -> list[dict[str, Any]]:
         try:
@@ -145,20 +163,27 @@ def last_run_directory(state_root: str | os.PathLike[str]) -> Path | None:
     return runs[-1] if runs else None
 
 
-def _run_directories(root: Path) -> list[Path]:
+def _run_directories(root: Path, prefix: str = RUN_PREFIX) -> list[Path]:
     try:
-        found = [p for p in root.iterdir() if p.name.startswith(RUN_PREFIX) and p.is_dir()]
+        found = [p for p in root.iterdir() if p.name.startswith(prefix) and p.is_dir()]
     except OSError:
         return []
     return sorted(found, key=lambda p: p.name)
 
 
 def _remove_ended_runs(root: Path) -> None:
-    for directory in _run_directories(root):
+    """Remove the directories of runs whose lock is free, and those a run was killed
+    making (before its lock file was there) a while ago."""
+    for directory in _run_directories(root) + _run_directories(root, f".{RUN_PREFIX}"):
         try:
             fd = os.open(directory / OWNER_LOCK, os.O_RDWR)
         except FileNotFoundError:
-            continue  # removed by another run starting now
+            # Being made (the lock file comes right after), removed by another run
+            # starting now, or left by a run killed while it made it.
+            with contextlib.suppress(OSError):
+                if time.time() - directory.stat().st_mtime > ABANDONED_AFTER:
+                    shutil.rmtree(directory, ignore_errors=True)
+            continue
         try:
             with contextlib.suppress(BlockingIOError):
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
