@@ -83,10 +83,10 @@ chaos: setup
 	$(BIN)/python -m infra.chaos --seconds $(CHAOS_SECONDS)
 
 # The archive path on generated workloads and configs (tests/fuzz): FUZZ_EXAMPLES examples
-# with fresh seeds (about 25 s each: 70 is half an hour), each run through egress, ingress
+# with fresh seeds (about 15 s each on 2 cores: 120 is half an hour), each through egress, ingress
 # and restore and compared offset by offset with the source. A failure is shrunk and
 # printed as a workload to paste into tests/fuzz/test_found_cases.py.
-FUZZ_EXAMPLES ?= 70
+FUZZ_EXAMPLES ?= 120
 fuzz: setup
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest tests/fuzz/test_archive_path.py \
 	  -q -p no:cacheprovider -o log_level=WARNING --hypothesis-show-statistics
