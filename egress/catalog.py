@@ -25,7 +25,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from egress.planning import TopicPartitionKey
 from replicator.core.config import Config, required
-from replicator.core.kafka.clients import client_config, retry_while_moving
+from replicator.core.kafka.clients import LEADER_NOT_READY, client_config, retry_while_moving
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.segments.store import SegmentStore
 
@@ -90,20 +90,30 @@ class SourceCatalog:
         return {tp: (lows[tp], highs[tp]) for tp in tps}
 
     def _list_offsets(self, requests: dict[TopicPartition, Any]) -> dict[TopicPartitionKey, int]:
-        futures = self.admin.list_offsets(
-            requests, isolation_level=self.isolation, request_timeout=30
-        )
-        result = {}
-        for tp, future in futures.items():
-            try:
+        """The offsets asked for, asked again while a leader is on the move (a broker
+        restarting answers with an older leader epoch than the controller's for a moment):
+        a planning trigger that failed on it would stop the whole query."""
+        asking: list[TopicPartition] = []
+
+        def ask() -> dict[TopicPartitionKey, int]:
+            futures = self.admin.list_offsets(
+                requests, isolation_level=self.isolation, request_timeout=30
+            )
+            result = {}
+            for tp, future in futures.items():
+                asking[:] = [tp]
                 result[(tp.topic, tp.partition)] = future.result().offset
-            except KafkaException as exc:
-                raise BrokerError.from_kafka(
-                    f"cannot read offsets of {tp.topic} partition {tp.partition} in region "
-                    f"{self.egress.region}",
-                    exc.args[0],
-                ) from None
-        return result
+            return result
+
+        try:
+            return retry_while_moving(ask, LEADER_NOT_READY)
+        except KafkaException as exc:
+            tp = asking[0]
+            raise BrokerError.from_kafka(
+                f"cannot read offsets of {tp.topic} partition {tp.partition} in region "
+                f"{self.egress.region}",
+                exc.args[0],
+            ) from None
 
     def committed(self, tps: list[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
         """The egress consumer group's committed offsets (absent where none)."""

@@ -222,10 +222,13 @@ LEADER_NOT_READY = frozenset(
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
     }
 )
 """Answers about a partition its broker does not lead yet: a topic created a moment ago
-(see :func:`await_leaders`), a broker restarting. Asked again, it answers."""
+(see :func:`await_leaders`), a broker restarting (its leader epoch behind or ahead of the
+asker's for a moment). Asked again, it answers."""
 
 
 def retry_while_moving(

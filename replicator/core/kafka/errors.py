@@ -105,7 +105,14 @@ NOT_ANSWERING = frozenset(
 """Codes of a broker that did not answer in time or dropped the connection (paused,
 restarting, unreachable for a moment)."""
 
-LEADER_MOVING = frozenset({KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION})
+LEADER_MOVING = frozenset(
+    {
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.FENCED_LEADER_EPOCH,
+    }
+)
 """Codes of a partition whose leader is being elected or has moved to another broker."""
 
 COORDINATOR_MOVING = frozenset(
