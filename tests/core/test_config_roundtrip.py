@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 import annotated_types
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from pydantic import AfterValidator, BaseModel, SecretStr
 from pydantic.fields import FieldInfo
@@ -999,20 +999,26 @@ def check_handover(deployment: Deployment) -> None:
 
 
 def test_every_generated_config_is_handed_over_to_spark_processes_and_back():
+    """Fixed seeds, one after another until every key has been written at least once
+    (what a hundred examples draw can depend on what the process imported before: the
+    full suite once missed ``sse_kms_key_id`` that the file alone wrote)."""
     written: set[tuple[str, str]] = set()
-
-    @settings(
-        max_examples=EXAMPLES,
-        derandomize=True,
-        deadline=None,
-        database=None,
-        suppress_health_check=[HealthCheck.too_slow],
-    )
-    @given(deployments())
-    def handed_over_twice(deployment: Deployment) -> None:
-        written.update(deployment.keys)
-        check_handover(deployment)
-
-    handed_over_twice()
     every = {(cls.__name__, name) for cls in models() for name in cls.model_fields}
+    for number in range(5):
+
+        @seed(number)
+        @settings(
+            max_examples=EXAMPLES,
+            deadline=None,
+            database=None,
+            suppress_health_check=[HealthCheck.too_slow],
+        )
+        @given(deployments())
+        def handed_over_twice(deployment: Deployment) -> None:
+            written.update(deployment.keys)
+            check_handover(deployment)
+
+        handed_over_twice()
+        if every <= written:
+            break
     assert sorted(every - written) == []
