@@ -14,17 +14,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from egress.catalog import SourceCatalog
-from replicator.core.config import parse_config
 from replicator.core.kafka.errors import BrokerError
-
-CONFIG = """
-[regions.east]
-bucket = "archive"
-kafka.bootstrap_servers = "127.0.0.1:1"
-[egress]
-region = "east"
-[egress.topics.orders]
-"""
+from tests.fixtures.egress import unreachable_egress_config
 
 
 class Admin:
@@ -50,7 +41,7 @@ class Admin:
 
 
 def catalog(admin: Admin) -> SourceCatalog:
-    found = SourceCatalog(parse_config(CONFIG, "t.toml", {}))
+    found = SourceCatalog(unreachable_egress_config())
     found.admin = admin  # type: ignore[assignment]
     return found
 

@@ -15,17 +15,8 @@ import pytest
 from egress import topic_descriptor
 from egress.topic_descriptor import DescriptorPublisher
 from replicator.core.aws.errors import ObjectNotFoundError, StorageError
-from replicator.core.config import parse_config
 from replicator.core.segments.key import SegmentKey
-
-CONFIG = """
-[regions.east]
-bucket = "archive"
-kafka.bootstrap_servers = "127.0.0.1:1"
-[egress]
-region = "east"
-[egress.topics.orders]
-"""
+from tests.fixtures.egress import unreachable_egress_config
 
 
 class Bucket:
@@ -78,7 +69,7 @@ def test_a_listing_that_failed_at_the_start_of_a_run_is_made_again(monkeypatch, 
     bucket = Bucket({0: [0, 10], 1: [5]}, failing)
     monkeypatch.setattr(topic_descriptor.SegmentStore, "for_region", lambda *_: bucket)
     monkeypatch.setattr(topic_descriptor, "TopicGenerations", Generations)
-    publisher = DescriptorPublisher(parse_config(CONFIG, "t.toml", {}), Catalog())  # type: ignore[arg-type]
+    publisher = DescriptorPublisher(unreachable_egress_config(), Catalog())  # type: ignore[arg-type]
 
     publisher.publish()  # the listing fails: a warning, nothing lost
     publisher.publish()  # the next refresh lists again
