@@ -16,10 +16,22 @@ in the destination partition's tail (read_committed), read once no transaction i
 that partition any more (a fenced predecessor's may end only after the fencing call
 returned; records of an open transaction are invisible until it ends). What is in the
 destination is the truth: a segment may end in offsets without records (so the checkpoint
-can be ahead of the tail), and a checkpoint claiming a record at or beyond the
-partition's log end is no resume point at all (the partition was deleted and created
-again: the writer starts as if that checkpoint were not there, and the records are
-written again).
+can be ahead of the tail).
+
+A checkpoint describes one topic, not a topic name. Rule: it is a resume point only for
+the destination topic it was written into, so every checkpoint carries Kafka's topic id
+of its destination (``destination_topic_id``), and one written into another topic of the
+same name is no resume point at all (:func:`stale_reason`): the writer starts as if it
+were not there, and the records are written again. Why the topic id: it is the one thing
+a deleted and re-created topic never shares with its predecessor. The log end, the only
+test before, grows in the new topic too (aborted transactions and their markers, sibling
+writers of a merged destination partition, any application's writes), and once past the
+old checkpoint's destination offset that checkpoint looked valid again: everything before
+its source offset never reached the new topic. Two more tests stay, for what a topic id
+cannot see and for checkpoints written before it was recorded: a checkpoint claiming a
+record at or beyond the partition's log end, and one whose claimed record is there but
+carries another source's provenance (an unclean leader election truncated the partition
+and other records took the offsets).
 
 Encoding is pure; :class:`CheckpointStore` does the reading and the writing.
 """
@@ -29,16 +41,18 @@ from __future__ import annotations
 import json
 import logging
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from replicator.core.kafka import provenance
-from replicator.core.kafka.clients import LEADER_NOT_READY
-from replicator.core.kafka.errors import CheckpointError
+from replicator.core.kafka.clients import LEADER_NOT_READY, retry_while_moving
+from replicator.core.kafka.errors import BrokerError, CheckpointError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.tail import (
+    read_range,
     scan_back,
     settled_end,
     tail_reader,
@@ -113,10 +127,17 @@ class Checkpoint:
     writer: str = ""
     """The kind of writer (:data:`WriterKind`); empty in checkpoints of versions that did
     not record it."""
+    destination_topic_id: str = ""
+    """Kafka's id of the destination topic it was written into (see the module
+    docstring); empty in checkpoints of versions that did not record it."""
 
     def to_json(self) -> bytes:
         # Fields left out when unset: what versions before them wrote, byte for byte.
-        fields = {k: v for k, v in asdict(self).items() if v is not None and (k != "writer" or v)}
+        fields = {
+            k: v
+            for k, v in asdict(self).items()
+            if v is not None and (k not in _OMITTED_WHEN_EMPTY or v)
+        }
         return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
@@ -129,6 +150,7 @@ class Checkpoint:
 
 
 MAX_CHECKPOINT_BYTES = 64 * 1024
+_OMITTED_WHEN_EMPTY = frozenset({"writer", "destination_topic_id"})
 _CHECKPOINT_TYPES: dict[str, tuple[Kinds, bool]] = {
     "destination_topic": (str, True),
     "partition": (int, True),
@@ -140,6 +162,7 @@ _CHECKPOINT_TYPES: dict[str, tuple[Kinds, bool]] = {
     "halted": (str, False),
     "source_partition": ((int, type(None)), False),
     "writer": (str, False),
+    "destination_topic_id": (str, False),
 }
 
 
@@ -149,6 +172,13 @@ class ResumePoint:
     """None: nothing of this source was ever written here."""
     destination_offset: int
     checkpoint: Checkpoint | None = None
+    destination_topic_id: str = ""
+    """Kafka's id of the destination topic now (empty: not known); the writer records it
+    in every checkpoint it writes."""
+    discarded: Checkpoint | None = None
+    """The latest checkpoint of the key, when it was no resume point (written into an
+    earlier topic of the same name): something was written here before. The relay then
+    refills the destination from the upstream's log start, whatever ``start_from`` says."""
 
 
 def _own_checkpoint(message: Any, key: bytes) -> Checkpoint:
@@ -188,24 +218,72 @@ def furthest(checkpoint: Checkpoint | None, tail: tuple[int, int] | None) -> Res
     return ResumePoint(next_offset, destination_offset, checkpoint)
 
 
-def claims_what_is_there(checkpoint: Checkpoint, log_end: int) -> bool:
-    """Whether the records ``checkpoint`` claims can be in a destination partition whose
-    log ends at ``log_end``. Retention, DeleteRecords and compaction move a log's start,
-    never its end: a record it claims at or beyond the end means the partition is not the
-    one it was written into (deleted and created again, or truncated). Pure."""
-    return checkpoint.destination_offset < log_end
+def stale_reason(checkpoint: Checkpoint, topic_id: str, log_end: int) -> str | None:
+    """Why ``checkpoint`` is no resume point for a destination partition of the topic with
+    id ``topic_id`` (empty: not known) whose log ends at ``log_end``; None if it may be.
+    Retention, DeleteRecords and compaction move a log's start, never its end: a record
+    claimed at or beyond the end means the partition is not the one it was written into.
+    Pure."""
+    recorded = checkpoint.destination_topic_id
+    if recorded and topic_id and recorded != topic_id:
+        return (
+            f"was written into an earlier topic of this name (topic id {recorded}; the "
+            f"topic's id is now {topic_id}: deleted and created again)"
+        )
+    if checkpoint.destination_offset >= log_end:
+        return (
+            f"claims a record at destination offset {checkpoint.destination_offset} but the "
+            f"partition ends at {log_end} (deleted and created again, or truncated)"
+        )
+    return None
 
 
-def _warn_stale(target: WriteTarget, checkpoint: Checkpoint, log_end: int) -> None:
+def foreign_claim(
+    checkpoint: Checkpoint, found_offset: int, source_offset: int | None
+) -> str | None:
+    """Why the record found at ``found_offset`` when reading (read_committed) from
+    ``checkpoint``'s destination offset shows the checkpoint describes other data, given
+    the source offset of the provenance it carries for the writer's source (None: none);
+    None if it does not. A record found further on says nothing (the claimed one was
+    compacted away, or lay below the log start). Pure."""
+    claimed = checkpoint.destination_offset
+    if found_offset != claimed:
+        return None
+    if source_offset is not None and source_offset < checkpoint.next_source_offset:
+        return None
+    held = "none" if source_offset is None else str(source_offset)
+    return (
+        f"claims its last record at destination offset {claimed}, but the record there holds "
+        f"source offset {held} (truncated and written again?)"
+    )
+
+
+def _warn_stale(target: WriteTarget, checkpoint: Checkpoint, reason: str) -> None:
     log.warning(
-        "%s: checkpoint %s claims a record at destination offset %d but the partition ends "
-        "at %d (deleted and created again?): not a resume point; resuming as if it were "
-        "not there",
+        "%s: checkpoint %s (next source offset %d) %s: not a resume point; resuming as if "
+        "it were not there",
         target,
         target.checkpoint_key,
-        checkpoint.destination_offset,
-        log_end,
+        checkpoint.next_source_offset,
+        reason,
     )
+
+
+def topic_id(kafka: dict[str, Any], topic: str) -> str:
+    """Kafka's id of ``topic`` now (base64, as Kafka's tools print it); empty if the
+    topic does not exist. Raises :class:`BrokerError`."""
+    admin = AdminClient(kafka)
+
+    def describe() -> Any:
+        futures = admin.describe_topics(TopicCollection([topic]), request_timeout=30)
+        return futures[topic].result()
+
+    try:
+        return str(retry_while_moving(describe, LEADER_NOT_READY).topic_id)
+    except KafkaException as exc:
+        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return ""
+        raise BrokerError.from_kafka(f"describing topic {topic!r}", exc.args[0]) from None
 
 
 class CheckpointStore:
@@ -286,9 +364,15 @@ class CheckpointStore:
             checkpoint = found[1] if found else None
             dtp = TopicPartition(target.destination_topic, target.destination_partition)
             low, high = settled_end(consumer, ends, dtp, settle)
-            if checkpoint is not None and not claims_what_is_there(checkpoint, high):
-                _warn_stale(target, checkpoint, high)
-                checkpoint = None
+            destination_id = topic_id(self.kafka, target.destination_topic)
+            discarded = None
+            if checkpoint is not None:
+                reason = stale_reason(checkpoint, destination_id, high)
+                if reason is None and checkpoint.destination_offset >= low:
+                    reason = self._claimed_elsewhere(consumer, target, dtp, checkpoint)
+                if reason is not None:
+                    _warn_stale(target, checkpoint, reason)
+                    checkpoint, discarded = None, checkpoint
             floor = max(low, checkpoint.destination_offset) if checkpoint else low
             tail = scan_back(
                 consumer,
@@ -300,4 +384,17 @@ class CheckpointStore:
         finally:
             consumer.close()
             ends.close()
-        return furthest(checkpoint, tail)
+        point = furthest(checkpoint, tail)
+        return replace(point, destination_topic_id=destination_id, discarded=discarded)
+
+    @staticmethod
+    def _claimed_elsewhere(
+        consumer: Any, target: WriteTarget, dtp: TopicPartition, checkpoint: Checkpoint
+    ) -> str | None:
+        """Whether the record ``checkpoint`` claims holds other data (see
+        :func:`foreign_claim`): the first committed record from its destination offset."""
+        at = checkpoint.destination_offset
+        for message in read_range(consumer, dtp, at, at + 1):
+            found = provenance.source_offset(message.headers(), target.source)
+            return foreign_claim(checkpoint, message.offset(), found)
+        return None

@@ -142,6 +142,9 @@ class PartitionWriter:
         """librdkafka purged records of the open transaction from its queue: the
         transaction failed, and its own error says why (:meth:`_failed_transaction`)."""
         self._last_destination_offset = -1
+        self._destination_topic_id = ""
+        """Kafka's id of the destination topic when the writer opened: in every
+        checkpoint (a checkpoint describes one topic, not a name)."""
         self._offset_at_begin = -1
         """The last destination offset when the open transaction began."""
         self._in_transaction = False
@@ -185,6 +188,7 @@ class PartitionWriter:
         # claiming the last record written before, not "none" (-1): the checkpoint with
         # the furthest source offset is the resume point that translation trusts.
         self._last_destination_offset = resume.destination_offset
+        self._destination_topic_id = resume.destination_topic_id
         return resume
 
     # -- records --------------------------------------------------------------------------
@@ -482,16 +486,24 @@ class PartitionWriter:
             halted,
             None if t.same_partition else t.source.partition,
             self.kind,
+            self._destination_topic_id,
         )
         self._checkpoints.produce(self._producer, t, checkpoint)
 
     def abort(self) -> None:
+        """Abort the open transaction. Its records never become visible, so the last
+        destination offset goes back to what it was when the transaction began: a
+        checkpoint written after (a halt's) must not claim an aborted record."""
         if self._in_transaction:
             try:
                 self._producer.abort_transaction(30)
             except KafkaException as exc:
                 log.warning("abort of %s failed: %s", self.target, exc.args[0].str())
             self._in_transaction = False
+            # Reports of the aborted records still queued are served now, so that none
+            # moves the offset on after it was put back.
+            self._producer.poll(0)
+            self._last_destination_offset = self._offset_at_begin
 
     def close(self) -> None:
         """Abort what is open and let the client go. Never raises: a writer is closed on
