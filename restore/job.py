@@ -2,9 +2,11 @@
 task per partition while printing progress.
 
 Checks before anything is written: archived segments (GLACIER, DEEP_ARCHIVE) without a
-completed S3 restore refuse the run naming their keys; an existing destination topic with
-fewer partitions, or with records that no earlier restore of this source wrote, is
-refused (``--append`` writes after such records). A destination holding what an earlier,
+completed S3 restore refuse the run naming their keys; a destination topic that ingress or
+the relay writes while their group has members is refused, whatever it holds (even
+empty, even with ``--append``); an existing destination topic with fewer partitions, or
+with records that no earlier restore of this source wrote, is refused (``--append``
+writes after such records). A destination holding what an earlier,
 killed run restored is continued: each partition's writer resumes after it.
 """
 
@@ -28,7 +30,7 @@ from replicator.core.groups.destination import OffsetTranslator
 from replicator.core.groups.offsets_file import GroupSelection
 from replicator.core.groups.plan import GroupPartition, commit_groups, translate_groups
 from replicator.core.groups.stored import read_group_offsets_at
-from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
+from replicator.core.kafka.checkpoints import Checkpoint, CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_service_topic, ensure_topic
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.provenance import SourcePartition
@@ -40,6 +42,7 @@ from replicator.core.segments.store import SegmentStore, StoredSegment
 from replicator.core.spark import spark_session
 from replicator.core.untrusted_text import escape
 from restore.errors import ArchivedSegmentsError, RestoreError
+from restore.ownership import services_writing
 from restore.planning import PartitionPlan, plan_partition
 from restore.report import TopicPlan, progress_line
 from restore.task import PartitionResult, RestoreTask, run_task, target_of
@@ -263,33 +266,63 @@ class RestoreJob:
             ) from None
         for topic in plans:
             source = f"{self._from[topic.topic]}/{topic.topic}"
+            self._refuse_beside_services(topic)
             if topic.into_topic in existing:
                 self._refuse_foreign_records(topic)
             prepare_destination(admin, topic.into_topic, topic.partitions, topic.configs, source)
 
+    def _refuse_beside_services(self, topic: TopicPlan) -> None:
+        """Refuse, even with ``--append``, a destination topic that ingress or the relay
+        writes while their group has members, whatever its partitions hold (empty, not
+        created yet): restore's writer has a transactional id of its own, so neither
+        fences the other, and every source offset both write lands twice.
+
+        Who writes the topic is decided by this config, not by what the partitions hold
+        nor by checkpoints alone: the topic is a destination of its ``[ingress]`` (of
+        this region) or of its ``[relay]`` (into this region), and that service's group
+        has members. That answers for a partition retention emptied or the service has
+        not written yet, and for the relay, whose checkpoints are kept under its own
+        origin and source topic (never under restore's key). Checkpoints are asked too,
+        per partition (:meth:`_refuse_foreign_records`): a service whose group this
+        config names may run under other sources than this file lists."""
+        for service, group in services_writing(
+            self.config, self.into_region or "", topic.into_topic
+        ):
+            if self._group_active(group):
+                raise RestoreError(
+                    f"{topic.into_topic} is being written by {service} (group {group!r} has "
+                    f"members; [{service}] of the config writes it); stop it first, or "
+                    "restore into another --into-topic"
+                )
+
     def _refuse_foreign_records(self, topic: TopicPlan) -> None:
-        """Refuse a partition holding records that no restore of this source wrote
-        (unless ``--append``), and, even with ``--append``, one that ingress or the relay
-        is writing now: restore's writer would share their checkpoint key without fencing
-        them, and both would write the same source offsets."""
+        """Refuse a partition whose latest checkpoint under restore's key ingress or the
+        relay wrote while their group (as this config names it) has members: even with
+        ``--append``, and whatever the partition holds (see
+        :meth:`_refuse_beside_services`); the latest one whichever topic of that name it
+        was written for, as a service that wrote a topic deleted and created again writes
+        the new one too. Unless ``--append``, refuse a partition holding records that no
+        restore of this source wrote."""
         checkpoints = self._checkpoints()
         consumer = tail_reader(self.kafka, "replicator-restore-check")
         try:
             for plan in topic.plans:
-                tp = TopicPartition(topic.into_topic, plan.partition)
-                low, high = consumer.get_watermark_offsets(tp, timeout=30)
-                if high <= low:
-                    continue
                 where = f"{topic.into_topic} partition {plan.partition}"
-                resume = checkpoints.resume_point(target_of(self._task(topic, plan)))
-                writer = resume.checkpoint.writer if resume.checkpoint else ""
-                if writer in ("ingress", "relay") and self._service_running(writer):
+                target = target_of(self._task(topic, plan))
+                latest = _latest_writer(checkpoints, target)
+                if latest in ("ingress", "relay") and self._service_running(latest):
                     raise RestoreError(
-                        f"{where} is being written by {writer} (group "
-                        f"{self._service_group(writer)!r} has members); stop it first, or "
+                        f"{where} is being written by {latest} (group "
+                        f"{self._service_group(latest)!r} has members); stop it first, or "
                         "restore into another --into-topic"
                     )
-                if self.request.append or writer == "restore":
+                tp = TopicPartition(topic.into_topic, plan.partition)
+                low, high = consumer.get_watermark_offsets(tp, timeout=30)
+                if high <= low or self.request.append:
+                    continue
+                resume = checkpoints.resume_point(target)
+                writer = resume.checkpoint.writer if resume.checkpoint else ""
+                if writer == "restore":
                     continue
                 who = {"ingress": "ingress", "relay": "the relay"}.get(
                     writer, "another writer (or a version that did not record its kind)"
@@ -315,7 +348,10 @@ class RestoreJob:
 
     def _service_running(self, writer: str) -> bool:
         group = self._service_group(writer)
-        return group is not None and GroupAdmin(self.kafka, self.into_region or "").is_active(group)
+        return group is not None and self._group_active(group)
+
+    def _group_active(self, group: str) -> bool:
+        return GroupAdmin(self.kafka, self.into_region or "").is_active(group)
 
     def _checkpoints(self) -> CheckpointStore:
         return CheckpointStore(self.kafka, self._checkpoint_topic, self._checkpoint_partitions)
@@ -443,6 +479,20 @@ class RestoreJob:
     def _group_selection(self) -> GroupSelection:
         names = self.request.group_names
         return GroupSelection(names=frozenset(names) if names else None, limit=MAX_GROUPS)
+
+
+def _latest_writer(checkpoints: CheckpointStore, target: WriteTarget) -> str:
+    """The writer kind of the latest committed checkpoint of ``target``'s key, whichever
+    topic of that name it was written for ("" when there is none, or it is unreadable:
+    restore's writer then halts on it)."""
+    raw = checkpoints.latest(target.checkpoint_key)
+    if raw is None:
+        return ""
+    try:
+        return Checkpoint.from_json(raw).writer
+    except ValueError as exc:
+        log.warning("checkpoint %s is unreadable: %s", target.checkpoint_key, exc)
+        return ""
 
 
 def _matches(pattern: str | None, topic: str) -> bool:

@@ -26,7 +26,7 @@ from replicator.core.kafka.writer import PartitionWriter
 from restore.errors import ArchivedSegmentsError, RestoreError
 from restore.job import RestoreJob, RestoreRequest
 from tests.fixtures.egress import create_topic
-from tests.fixtures.independent import group_member, read_partition
+from tests.fixtures.independent import group_member, read_partition, watermarks
 from tests.fixtures.ingress import segment_batch
 from tests.fixtures.records import plain, produce_every_shape, to_batch
 from tests.fixtures.relay import create_topic as create_kafka_topic
@@ -329,6 +329,111 @@ checkpoint_partitions = 2
         for r in read_partition(kafka["bootstrap.servers"], store.topic, 0)
     ]
     assert offsets == list(range(10))
+
+
+def test_a_restore_beside_the_relay_is_refused_even_into_a_partition_it_emptied(
+    archive, spark, local_stack, unique
+):
+    """The relay writes the topic from another upstream topic (its checkpoint key is not
+    restore's); retention (here DeleteRecords to the end) has emptied the partition. While
+    the relay's group has members, a restore, with or without --append, is refused: it
+    would write beside the relay under another transactional id. Once the relay stopped,
+    the restore writes every archived offset once."""
+    store = archive()
+    store.put(0, segment_batch(0, 5), 0, 4)
+    store.describe(1, {0: 0})
+    group, checkpoints, upstream = unique("relay"), unique("checkpoints"), unique("upstream")
+    store.path.write_text(
+        store.path.read_text()
+        + f"""
+[relay]
+sources = ["{SOURCE}"]
+destination = "{DESTINATION}"
+group_id = "{group}"
+checkpoint_topic = "{checkpoints}"
+checkpoint_partitions = 2
+[[relay.topics]]
+source_topic = "{upstream}"
+destination_topic = "{store.topic}"
+"""
+    )
+    store.config = load_config(store.path)
+    bootstrap = local_stack.bootstrap(DESTINATION)
+    kafka = {"bootstrap.servers": bootstrap}
+    create_kafka_topic(bootstrap, checkpoints, 2)
+    create_kafka_topic(bootstrap, store.topic, 1)
+    relayed = WriteTarget(SourcePartition(SOURCE, upstream, 0), store.topic, 0)
+    writer = PartitionWriter(
+        kafka, group, relayed, CheckpointStore(kafka, checkpoints, 2), kind="relay"
+    )
+    writer.open()
+    writer.write(pa.Table.from_batches([segment_batch(0, 3)]))
+    writer.commit(3)
+    writer.close()
+    # Three records and the commit marker, which the coordinator writes after the commit
+    # returned: DeleteRecords up to the end once it is there.
+    deadline = time.monotonic() + 30
+    while watermarks(bootstrap, store.topic, 0)[1] < 4:
+        assert time.monotonic() < deadline, "the commit marker was not written"
+        time.sleep(0.1)
+    emptied = TopicPartition(store.topic, 0, 4)
+    admin = local_stack.admin(DESTINATION)  # alive until the future resolves
+    admin.delete_records([emptied])[emptied].result(timeout=30)
+    low, high = watermarks(bootstrap, store.topic, 0)
+    assert low == high == 4, (low, high)
+
+    member = group_member(bootstrap, group, checkpoints)
+    try:
+        for append in (False, True):
+            with pytest.raises(RestoreError, match=f"being written by relay \\(group '{group}'"):
+                store.restore(spark, store.topic, append=append)
+    finally:
+        member.close()
+    assert watermarks(bootstrap, store.topic, 0) == (low, high), "the restore wrote"
+
+    assert store.restore(spark, store.topic)[0].records == 5
+    restored_offsets = [
+        provenance.source_offset(list(r[5]), SourcePartition(SOURCE, store.topic, 0))
+        for r in read_partition(bootstrap, store.topic, 0)
+    ]
+    assert restored_offsets == list(range(5))
+
+
+def test_a_restore_beside_ingress_is_refused_before_ingress_wrote_anything(
+    archive, spark, local_stack, unique
+):
+    """Ingress replays the archived topic into the restore's destination and has not
+    written it yet (no checkpoint, an empty topic): its group's members own the partition,
+    and a restore beside them is refused."""
+    store = archive()
+    store.put(0, segment_batch(0, 5), 0, 4)
+    store.describe(1, {0: 0})
+    group, checkpoints = unique("ingress"), unique("checkpoints")
+    store.path.write_text(
+        store.path.read_text()
+        + f"""
+[ingress]
+region = "{DESTINATION}"
+group_id = "{group}"
+checkpoint_topic = "{checkpoints}"
+checkpoint_partitions = 2
+[[ingress.sources]]
+region = "{SOURCE}"
+topic_pattern = "{store.topic.rsplit("-", 1)[0]}-[0-9]+"
+destination_topic = "{{topic}}"
+"""
+    )
+    store.config = load_config(store.path)
+    bootstrap = local_stack.bootstrap(DESTINATION)
+    create_kafka_topic(bootstrap, checkpoints, 2)
+    create_kafka_topic(bootstrap, store.topic, 1)
+    member = group_member(bootstrap, group, checkpoints)
+    try:
+        with pytest.raises(RestoreError, match=f"being written by ingress \\(group '{group}'"):
+            store.restore(spark, store.topic)
+    finally:
+        member.close()
+    assert watermarks(bootstrap, store.topic, 0) == (0, 0), "the restore wrote"
 
 
 def test_a_restore_into_a_topic_deleted_and_created_again_restores_it_whole(
