@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
@@ -40,6 +41,7 @@ from relay.groups import group_sync
 from relay.health import UpstreamHealth
 from relay.identity import check_identity
 from relay.metrics import RelayMetrics
+from relay.start_points import first_partition_counts
 from relay.worker import RelayWorker
 from replicator.core.config import Config, RelayTopic, key_path, required
 from replicator.core.filters import FilterChain, load_chain
@@ -50,6 +52,7 @@ from replicator.core.kafka.clients import client_config, ensure_service_topic
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.placement import slot_of
 from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.recreation import RecreationWatch
 from replicator.core.kafka.topics import prepare_destination
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.malloc import tune_process_memory
@@ -84,7 +87,9 @@ class RelayService:
         self._partitions: dict[str, int] = {}
         """Partition count of each relayed source topic, as relayed now."""
         self._first_counts: dict[str, int] = {}
-        """... and at start: partitions beyond it were added while the relay ran."""
+        """... and at the relay's first start (recorded): partitions beyond it were added
+        since, and start at their beginning (see :mod:`relay.start_points`)."""
+        self._recreation = RecreationWatch(self.checkpoints.topic_id)
         self._growth_problem: dict[str, str] = {}
         """The last growth failure reported per topic (reported once, not every turn)."""
         self._stop_offsets: dict[tuple[str, int], int] = {}
@@ -168,13 +173,14 @@ class RelayService:
                     self._needed(name, counts[name]),
                     self._configs(name),
                     f"relay of {name}",
+                    may_grow=partial(self._writes_into, name),
                 )
         except KafkaException as exc:
             raise BrokerError.from_kafka(
                 f"Kafka of region {self.relay.destination} unreachable", exc.args[0]
             ) from None
         self._partitions = counts
-        self._first_counts = dict(counts)
+        self._first_counts = first_partition_counts(self.checkpoints, self.relay.group_id, counts)
 
     def _refuse_loops(self, admin: AdminClient) -> None:
         """RelayLoopError if an upstream that answers is the destination's cluster and a
@@ -293,6 +299,7 @@ class RelayService:
                     log.warning("assignment topic: %s", error.str())
                 if not self.stop_at_end:  # a --stop-at-end run ends at the start's ends
                     self._follow_growth()
+                self._follow_recreation()
                 self.workers.supervise()
                 self.metrics.ready_partitions.set(len(self.workers) - len(self.workers.halted()))
                 if self.stop_at_end and self._share.done(self.workers):
@@ -337,6 +344,34 @@ class RelayService:
             self._partitions = {**self._partitions, name: count}
             self.workers.own(self._owned_sources())
             self.metrics.owned.set(len(self.workers))
+
+    def _writes_into(self, name: str, have: int) -> bool:
+        """Whether the relay already writes ``name`` into its destination (of ``have``
+        partitions): a partition of it holds a checkpoint or provenance of the source (a
+        source that grew while no relay ran then grows its destination at the restart,
+        as while the relay runs; someone else's topic is never grown)."""
+        topic = self.topics[name]
+        for partition in range(have):
+            target = WriteTarget(
+                SourcePartition(self.relay.origin, name, partition),
+                topic.destination,
+                partition if topic.destination_partition is None else topic.destination_partition,
+            )
+            if self.checkpoints.resume_point(target).next_source_offset is not None:
+                return True
+        return False
+
+    def _follow_recreation(self) -> None:
+        """Destination topics deleted and created again: their workers start again (see
+        :mod:`replicator.core.kafka.recreation`)."""
+        destinations = {t.destination for t in self.topics.values()}
+        recreated = set(self._recreation.recreated(sorted(destinations)))
+        if recreated:
+            sources = [
+                s for s in self.workers.workers if self.topics[s.topic].destination in recreated
+            ]
+            self.workers.stop(sources)
+            self.workers.own(self._owned_sources())
 
     def _needed(self, name: str, count: int) -> int:
         """Destination partitions needed for ``count`` source partitions of ``name``."""

@@ -8,8 +8,20 @@ upstream has nothing more, commit (flush, checkpoint, commit) up to the next sou
 offset. Dropped records and offsets without records (transaction markers, compaction)
 move the next offset on like relayed ones.
 
+Where a partition nothing was relayed from starts is recorded the moment it is chosen (a
+commit of no records), so a restart before the first record resumes there instead of
+choosing a new "latest" and skipping what came meanwhile. "latest" is the upstream's last
+stable offset (a read_committed reader's end), so a transaction open at the start is
+relayed once it commits. A destination whose checkpoint describes an earlier topic of the
+same name (deleted and created again) is refilled from the upstream's log start.
+
 Before reading from another upstream (failover), the record relayed last must be on the
-new upstream at the same offset; if not, the partition halts.
+new upstream at the same offset; if not, the partition halts. It is the newest record of
+this source in the destination; when the destination holds none any more (retention,
+DeleteRecords), the upstreams that hold the record before the next offset must agree on it
+instead. An upstream is chosen only if its log reaches the next source offset (not the last
+relayed record's: records after it may have been filtered out or aborted); while none
+does, the partition waits.
 """
 
 from __future__ import annotations
@@ -57,7 +69,13 @@ from replicator.core.kafka.errors import (
 )
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.records import messages_to_records
-from replicator.core.kafka.tail import read_range, tail_reader, watermarks
+from replicator.core.kafka.tail import (
+    read_range,
+    scan_back,
+    tail_reader,
+    watermark_reader,
+    watermarks,
+)
 from replicator.core.kafka.writer import RecordWriter
 from replicator.core.logs import ContextLog, partition_fields
 from replicator.core.workers import report_failure
@@ -144,6 +162,11 @@ class RelayWorker(threading.Thread):
         """Why no upstream is read from now (when none is)."""
         self._committed: int | None = None
         """The next source offset of the last commit (None: nothing relayed yet)."""
+        self._next: int | None = None
+        """The next source offset to relay (None: not chosen yet)."""
+        self._refill = False
+        """The destination was written before, into an earlier topic of its name: it is
+        refilled from the log start."""
         self._consumer: Any = None
         self.log = ContextLog(
             log, partition_fields(self.relay.origin, topic.source_topic, partition)
@@ -184,7 +207,8 @@ class RelayWorker(threading.Thread):
         try:
             resume = writer.open()
             self._last = self._last_relayed(resume)
-            self._committed = resume.next_source_offset
+            self._committed = self._next = resume.next_source_offset
+            self._refill = resume.next_source_offset is None and resume.discarded is not None
             try:
                 self._relay(writer, resume)
             except HALTING_ERRORS as exc:
@@ -212,20 +236,23 @@ class RelayWorker(threading.Thread):
                 continue
             attempt = 0
             if next_offset is None:
-                next_offset = self._committed = self._start_offset(upstream)
-                self.log.info("nothing relayed yet: starting at offset %d", next_offset)
+                next_offset = self._start(writer, upstream)
             self.status.next_offset = next_offset
             if self.stop_at is not None and next_offset >= self.stop_at:
                 if self._committed != next_offset or opened is not None:
                     self._commit(writer, next_offset)
                 self.status.state = "done"
                 return
-            messages, end_seen = self._read(upstream, next_offset)
+            try:
+                messages, end_seen = self._read(upstream, next_offset)
+            except UpstreamUnreadableError as exc:  # it lacks the next offset: choose again
+                self._leave(upstream, str(exc))
+                continue
             if messages:
-                next_offset = self._write(writer, messages)
+                next_offset = self._next = self._write(writer, messages)
                 opened = opened or time.monotonic()
             if end_seen is not None:
-                next_offset = max(next_offset, end_seen)
+                next_offset = self._next = max(next_offset, end_seen)
             # Caught up: the read reached the log end (the consumer's end-of-partition
             # event) or nothing came within POLL_SECONDS. Commit then, so records wait
             # for the next ones only while more are coming; while a backlog is read,
@@ -240,6 +267,32 @@ class RelayWorker(threading.Thread):
             self._report_lag(upstream, next_offset)
         if next_offset is not None and (opened is not None or self._committed != next_offset):
             self._commit(writer, next_offset)  # a stop request: keep what was written
+
+    def _start(self, writer: RecordWriter, upstream: str) -> int:
+        """Where a partition nothing was relayed from starts, committed at once (see the
+        module docstring)."""
+        start_from = "earliest" if self._refill else self._start_from
+        next_offset = self._start_offset(upstream, start_from)
+        if self._refill:
+            self.log.warning(
+                "the destination was written before, into an earlier topic of its name: "
+                "refilling it from offset %d, the upstream's log start",
+                next_offset,
+            )
+        else:
+            self.log.info("nothing relayed yet: starting at offset %d", next_offset)
+        self._commit(writer, next_offset)
+        self._next = next_offset
+        return next_offset
+
+    def _leave(self, upstream: str, why: str) -> None:
+        """Stop reading ``upstream`` for now; the next choice may pick it again once it
+        holds the next offset."""
+        self._close_consumer()
+        self.status.upstream = None
+        self._waiting = why
+        self.log.warning("%s; choosing an upstream again", why)
+        self._stopping.wait(POLL_SECONDS * 10)
 
     def _commit(self, writer: RecordWriter, next_offset: int) -> None:
         writer.commit(next_offset)
@@ -288,7 +341,7 @@ class RelayWorker(threading.Thread):
                 self._states(),
                 self._tp,
                 self.relay.lag_threshold,
-                None if self._last is None else self._last.offset + 1,
+                self._next,
             )
         self._waiting = choice.waiting
         if choice.upstream != current:
@@ -315,6 +368,8 @@ class RelayWorker(threading.Thread):
             # Whatever upstream the last record came from (after a restart: unknown), the
             # one read from now must hold it at the same offset.
             self._verify(current or self._last_from, new)
+        elif self._next and self.relay.mode != "single":
+            self._verify_agreement(new, self._next - 1)
         self._last_from = new
         self.metrics.current_source.labels(self.topic.source_topic, new).set(1)
         if current is not None:
@@ -337,11 +392,37 @@ class RelayWorker(threading.Thread):
             )
         self.log.info("upstream %s holds offset %d as relayed: identical", new, ref.offset)
 
+    def _verify_agreement(self, new: str, offset: int) -> None:
+        """Without the last relayed record to compare (the destination holds none of this
+        source any more): every other healthy upstream that holds ``offset``, the one
+        before the next, must hold the record ``new`` holds there."""
+        mine = self._record_at(new, offset)
+        if mine is None:
+            return
+        states = self._states()
+        others = [n for n in self.relay.sources if n != new and n in states and states[n].healthy]
+        for other in others:
+            theirs = self._record_at(other, offset)
+            if theirs is not None and not same_record(mine, theirs):
+                raise UpstreamMismatchError(
+                    f"upstreams differ: {self.topic.source_topic} partition {self.partition} "
+                    f"offset {offset} on {new} and on {other} (the destination no longer holds "
+                    "a relayed record to compare with); nothing more is relayed from this "
+                    "partition"
+                )
+        self.log.info(
+            "no relayed record left in the destination to compare with; upstreams %s agree "
+            "at offset %d",
+            ", ".join([new, *others]),
+            offset,
+        )
+
     def _gone_at_the_source(self, upstream: str, last_relayed: int) -> bool:
         """Whether ``upstream`` deleted the last relayed record (retention, DeleteRecords)
         rather than holding another one: then it cannot be compared. Nothing is lost if
-        the log starts just after it (True: relay on); raises SourceDataLossError naming
-        the offsets gone if it starts further on. False if the record should be there."""
+        its log starts at or before the next offset (True: relay on); raises
+        SourceDataLossError naming the offsets gone if it starts further on. False if the
+        record should be there."""
         consumer = tail_reader(self._kafka(upstream), f"{self.relay.group_id}-verify")
         try:
             low, _ = consumer.get_watermark_offsets(
@@ -356,11 +437,12 @@ class RelayWorker(threading.Thread):
             consumer.close()
         if low <= last_relayed:
             return False
-        if low > last_relayed + 1:
+        next_offset = max(last_relayed + 1, self._next or 0)
+        if low > next_offset:
             self.metrics.fetch_errors.labels(upstream, "data_loss").inc()
             raise SourceDataLossError(
                 f"source data loss: {upstream} no longer holds {self.topic.source_topic} "
-                f"partition {self.partition} offsets {last_relayed + 1}..{low - 1} (its log "
+                f"partition {self.partition} offsets {next_offset}..{low - 1} (its log "
                 f"now starts at {low}); relaying on would skip records"
             )
         self.log.warning(
@@ -391,24 +473,31 @@ class RelayWorker(threading.Thread):
         return None
 
     def _last_relayed(self, resume: ResumePoint) -> RecordRef | None:
-        """The last record in the destination that came from this source partition."""
-        if resume.destination_offset < 0:
+        """The newest record in the destination that came from this source partition
+        (None: there is none), found by its provenance: the record the resume point's
+        destination offset names may be gone (retention, compaction) while older ones
+        are there."""
+        if resume.next_source_offset is None:
             return None
         consumer = tail_reader(self._kafka(self.relay.destination), f"{self.relay.group_id}-tail")
+        ends = watermark_reader(self._kafka(self.relay.destination), f"{self.relay.group_id}-tail")
         try:
             tp = TopicPartition(self.target.destination_topic, self.target.destination_partition)
-            at = resume.destination_offset
-            for message in read_range(consumer, tp, at, at + 1):
-                offset = provenance.source_offset(message.headers(), self.target.source)
-                if offset is None:
-                    return None
-                # The copy's timestamp need not be the source's (a LogAppendTime
-                # destination stamps its own; a source stamp of 0 is replaced by the
-                # producer's clock): compared by offset, key and value only.
-                return record_ref(offset, message.key(), message.value(), TIMESTAMP_NONE, 0)
+            low, high = watermarks(ends, tp, "the log end")
+            found = scan_back(consumer, tp, low, high, self._relayed_ref)
         finally:
             consumer.close()
-        return None
+            ends.close()
+        return found[1] if found else None
+
+    def _relayed_ref(self, message: Any) -> RecordRef | None:
+        offset = provenance.source_offset(message.headers(), self.target.source)
+        if offset is None:
+            return None
+        # The copy's timestamp need not be the source's (a LogAppendTime destination
+        # stamps its own; a source stamp of 0 is replaced by the producer's clock):
+        # compared by offset, key and value only.
+        return record_ref(offset, message.key(), message.value(), TIMESTAMP_NONE, 0)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -441,13 +530,15 @@ class RelayWorker(threading.Thread):
             self._consumer.close()
             self._consumer = None
 
-    def _start_offset(self, upstream: str) -> int:
+    def _start_offset(self, upstream: str, start_from: str) -> int:
+        """The log start, or the last stable offset (the read_committed reader's end: a
+        transaction open now is relayed once it commits)."""
         consumer = self._consumer_for(upstream, OFFSET_BEGINNING)
         tp = TopicPartition(self.topic.source_topic, self.partition)
         what = f"upstream {upstream} for the log start and end"
         low, high = watermarks(consumer, tp, what, timeout=10)
         self._close_consumer()
-        return low if self._start_from == "earliest" else high
+        return low if start_from == "earliest" else high
 
     def _read(self, upstream: str, next_offset: int) -> tuple[list[Any], int | None]:
         """Records from ``next_offset`` on (up to ``stop_at``), and the log end if the read
@@ -474,6 +565,7 @@ class RelayWorker(threading.Thread):
                 if self.stop_at is not None and end_seen is not None:
                     end_seen = min(end_seen, self.stop_at)
             elif error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+                self._refuse_if_behind(upstream, consumer, next_offset)
                 self.metrics.fetch_errors.labels(upstream, "data_loss").inc()
                 raise SourceDataLossError(
                     f"source data loss: {upstream} no longer holds {self.topic.source_topic} "
@@ -488,6 +580,22 @@ class RelayWorker(threading.Thread):
                     self.log.warning("reading from %s: %s", upstream, error.str())
                 self._fetch_problem = error.str()
         return records, end_seen
+
+    def _refuse_if_behind(self, upstream: str, consumer: Any, next_offset: int) -> None:
+        """An offset out of range because ``upstream``'s log ends before ``next_offset``
+        (it lags: another took over, or a restart chose it on an older end) is no loss:
+        UpstreamUnreadableError, and the partition chooses again."""
+        try:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(self.topic.source_topic, self.partition), timeout=10
+            )
+        except KafkaException:
+            return
+        if low <= next_offset and high < next_offset:
+            raise UpstreamUnreadableError(
+                f"{upstream} does not hold {self.topic.source_topic} partition "
+                f"{self.partition} offset {next_offset} yet (its log ends at {high})"
+            )
 
     def _lost_range(self, consumer: Any, next_offset: int) -> str:
         """The offsets gone before they were relayed (inclusive), as far as the upstream's

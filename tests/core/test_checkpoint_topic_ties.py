@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 from confluent_kafka import Producer, TopicPartition
 
 from replicator.core.kafka.checkpoints import (
     Checkpoint,
     foreign_claim,
     stale_reason,
-    topic_id,
 )
+from replicator.core.kafka.errors import DestinationRecreatedError
 from replicator.core.kafka.tail import read_range, tail_reader
 from replicator.core.kafka.writer import PartitionWriter
 from tests.fixtures.ingress import segment_table as table
@@ -85,12 +86,12 @@ def test_a_re_created_destination_written_past_the_old_offset_is_refilled(
     group = unique("g")
     _write(where, group, 0, 500)
     topic = where.target.destination_topic
-    before = topic_id(where.kafka, topic)
+    before = where.store.topic_id(topic)
 
     recreate_topic(where.bootstrap, topic, 1)
     # An application (or a sibling writer) fills the new topic past offset 499.
     _produce_plain(where.bootstrap, topic, 600)
-    assert topic_id(where.kafka, topic) not in ("", before)
+    assert where.store.topic_id(topic) not in ("", before)
 
     again = PartitionWriter(where.kafka, group, where.target, where.store, kind="ingress")
     with caplog.at_level(logging.WARNING):
@@ -104,13 +105,32 @@ def test_a_re_created_destination_written_past_the_old_offset_is_refilled(
     assert "earlier topic of this name" in caplog.text
 
 
+def test_an_open_writer_commits_no_records_into_a_topic_created_again_under_it(local_stack, unique):
+    where = writer_destination(local_stack, unique)
+    writer = PartitionWriter(where.kafka, unique("g"), where.target, where.store, kind="relay")
+    writer.open()
+    writer.write(table(0, 100))
+    writer.commit(100)
+    recreate_topic(where.bootstrap, where.target.destination_topic, 1)
+    writer.write(table(100, 50))  # continuing from memory: would start the new topic at 100
+    with pytest.raises(DestinationRecreatedError, match="deleted and created again"):
+        writer.commit(150)
+    writer.close()
+    consumer = tail_reader(where.kafka, unique("check"))
+    try:
+        tp = TopicPartition(where.target.destination_topic, 0)
+        assert list(read_range(consumer, tp, 0, None)) == []
+    finally:
+        consumer.close()
+
+
 def test_every_checkpoint_names_its_destination_topic_id(local_stack, unique):
     where = writer_destination(local_stack, unique)
     _write(where, unique("g"), 0, 10)
     resume = where.store.resume_point(where.target)
     assert resume.checkpoint is not None
-    assert resume.checkpoint.destination_topic_id == topic_id(
-        where.kafka, where.target.destination_topic
+    assert resume.checkpoint.destination_topic_id == where.store.topic_id(
+        where.target.destination_topic
     )
     assert resume.destination_topic_id == resume.checkpoint.destination_topic_id
 
@@ -125,7 +145,7 @@ def test_a_checkpoint_whose_claimed_record_is_another_writers_is_no_resume_point
     _produce_plain(where.bootstrap, topic, 200)
     claims = Checkpoint(
         topic, 0, "us-east-1", "t", 500, 150, 1.0, writer="ingress",
-        destination_topic_id=topic_id(where.kafka, topic),
+        destination_topic_id=where.store.topic_id(topic),
     )  # fmt: skip
     producer = Producer({**where.kafka, "transactional.id": unique("forger")})
     producer.init_transactions(30)

@@ -22,7 +22,7 @@ from relay.worker import RelayWorker
 from replicator.core.filters import FilterChain, NamedFilter
 from replicator.core.kafka.testing import MemoryWriter
 from tests.fixtures.relay import create_topic
-from tests.fixtures.stack import SOURCE
+from tests.fixtures.stack import DESTINATION, SOURCE
 
 RECORDS = 6_000
 BATCH = 200
@@ -70,6 +70,9 @@ def test_a_halt_mid_transaction_records_only_what_was_committed(
     monkeypatch.setattr(relay_worker, "READ_BATCH", BATCH)
     setup = relay_setup(relay_options='checkpoint_interval = "1h"')
     create_topic(local_stack.bootstrap(SOURCE), setup.source, 1)
+    # The worker looks for the last record it relayed in the destination (the in-memory
+    # writer holds none there; it must be able to look).
+    create_topic(local_stack.bootstrap(DESTINATION), setup.destination, 1)
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE), "linger.ms": 5})
     for i in range(RECORDS):
         producer.produce(setup.source, value=b"v%d" % i, partition=0)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import zlib
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
@@ -269,10 +270,9 @@ def _warn_stale(target: WriteTarget, checkpoint: Checkpoint, reason: str) -> Non
     )
 
 
-def topic_id(kafka: dict[str, Any], topic: str) -> str:
+def topic_id(admin: AdminClient, topic: str) -> str:
     """Kafka's id of ``topic`` now (base64, as Kafka's tools print it); empty if the
     topic does not exist. Raises :class:`BrokerError`."""
-    admin = AdminClient(kafka)
 
     def describe() -> Any:
         futures = admin.describe_topics(TopicCollection([topic]), request_timeout=30)
@@ -293,6 +293,18 @@ class CheckpointStore:
         self.kafka = kafka
         self.topic = topic
         self.partitions = partitions
+        self._admin: AdminClient | None = None
+        self._admin_lock = threading.Lock()
+
+    def topic_id(self, topic: str) -> str:
+        """Kafka's id of the destination ``topic`` now (see :func:`topic_id`), asked with
+        one admin client the store's writers share (a client per writer would double
+        their threads)."""
+        with self._admin_lock:
+            if self._admin is None:
+                self._admin = AdminClient(self.kafka)
+            admin = self._admin
+        return topic_id(admin, topic)
 
     def topic_partition(self, target: WriteTarget) -> TopicPartition:
         return TopicPartition(
@@ -364,7 +376,7 @@ class CheckpointStore:
             checkpoint = found[1] if found else None
             dtp = TopicPartition(target.destination_topic, target.destination_partition)
             low, high = settled_end(consumer, ends, dtp, settle)
-            destination_id = topic_id(self.kafka, target.destination_topic)
+            destination_id = self.topic_id(target.destination_topic)
             discarded = None
             if checkpoint is not None:
                 reason = stale_reason(checkpoint, destination_id, high)

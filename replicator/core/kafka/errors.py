@@ -56,6 +56,12 @@ class DestinationTopicError(BrokerError):
     (``code``: the broker's, when adding partitions failed)."""
 
 
+class DestinationRecreatedError(BrokerError):
+    """The destination topic was deleted and created again since the writer opened (its
+    topic id changed): the open transaction is aborted and the worker fails, so that a
+    writer opened again resumes by what the new topic holds."""
+
+
 class OwnershipLostError(BrokerError):
     """Another writer fenced this producer: it owns the destination partition now."""
 

@@ -52,6 +52,7 @@ from replicator.core.kafka.checkpoints import (
 from replicator.core.kafka.clients import AUTHORIZATION_FAILED, authorization_error
 from replicator.core.kafka.errors import (
     BrokerError,
+    DestinationRecreatedError,
     OwnershipLostError,
     RecordRefusedError,
     RecordTooLargeError,
@@ -147,6 +148,8 @@ class PartitionWriter:
         checkpoint (a checkpoint describes one topic, not a name)."""
         self._offset_at_begin = -1
         """The last destination offset when the open transaction began."""
+        self._delivered_records = False
+        """Whether a record of the open transaction was delivered."""
         self._in_transaction = False
         self._largest = (-1, -1)
         """(bytes of key and value, source offset) of the largest record written in the
@@ -210,6 +213,7 @@ class PartitionWriter:
             self._in_transaction = True
             self._purged = False
             self._offset_at_begin = self._last_destination_offset
+            self._delivered_records = False
             self._largest = (-1, -1)
 
     def _produce_slice(self, table: pa.Table) -> None:
@@ -386,6 +390,7 @@ class PartitionWriter:
                 self._failure = self._delivery_error(error, message, source_offset)
             return
         self._last_destination_offset = max(self._last_destination_offset, message.offset())
+        self._delivered_records = True
 
     def _delivery_error(self, error: Any, message: Any, source_offset: int) -> BaseException:
         if error.code() in SIZE_REFUSAL_CODES:
@@ -421,8 +426,9 @@ class PartitionWriter:
         self._begin()
         self._call(lambda: self._producer.flush(60))
         self._raise_if_failed()
-        holds_records = self._last_destination_offset > self._offset_at_begin
+        holds_records = self._delivered_records
         if holds_records:  # the crash points claim records in the transaction
+            self._refuse_if_recreated()
             crash_point(WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT, where=str(self.target))
         self._checkpoint(next_source_offset)
         if holds_records:
@@ -451,6 +457,26 @@ class PartitionWriter:
         self._refuse_if_frozen("commit")
         self._call(lambda: self._producer.commit_transaction(60))
         self._in_transaction = False
+
+    def _refuse_if_recreated(self) -> None:
+        """Records go into a topic, not a name: committed into a destination deleted and
+        created again since this writer opened, they would continue from a position held
+        in memory, and everything before it would never reach the new topic (the tail
+        would then show this source's provenance, and no resume would refill it). So a
+        transaction holding records commits only into the topic the writer opened on."""
+        opened_on = self._destination_topic_id
+        if not opened_on:
+            return
+        now = self._checkpoints.topic_id(self.target.destination_topic)
+        if now == opened_on:
+            return
+        self.abort()
+        raise DestinationRecreatedError(
+            f"{self.target}: the topic was deleted"
+            + (f" and created again (topic id {opened_on}, now {now})" if now else "")
+            + " since its writer opened; the open transaction is aborted, and a writer "
+            "opened again resumes by what the topic holds"
+        )
 
     def _refuse_if_frozen(self, action: str) -> None:
         """A zombie's defence (see the module docstring): nothing more from a writer
