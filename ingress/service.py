@@ -37,6 +37,7 @@ from replicator.core.kafka.clients import client_config, ensure_service_topic
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.placement import slot_of
 from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.recreation import RecreationWatch
 from replicator.core.kafka.topics import prepare_destination, sync_configs
 from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.segments.descriptor import read_descriptor
@@ -89,6 +90,7 @@ class IngressService:
             self.kafka, self.ingress.checkpoint_topic, self.ingress.checkpoint_partitions
         )
         self.workers: WorkerPool[PartitionWorker] = WorkerPool(self._start_worker)
+        self._recreation = RecreationWatch(self.checkpoints.topic_id)
         self._read_slots = threading.BoundedSemaphore(self.ingress.read_concurrency)
         self._writer_slots = WriterSlots(self.ingress.max_open_writers)
         self._partitions: dict[tuple[str, str], int] = {}
@@ -254,6 +256,17 @@ class IngressService:
         if grew and self._share.ever_assigned and self._first_share_at is None:
             self._own_workers()
 
+    def _follow_recreation(self) -> None:
+        """Destination topics deleted and created again: their workers start again, and
+        replay from where the export begins (see :mod:`replicator.core.kafka.recreation`);
+        a caught-up partition would otherwise leave the new topic without its records."""
+        sources = {s.destination: (s.region, s.topic) for s in self.sources}
+        recreated = self._recreation.recreated(sorted(sources))
+        if recreated:
+            keys = {sources[d] for d in recreated}
+            self.workers.stop([k for k in self.workers.workers if (k.origin, k.topic) in keys])
+            self.workers.own(self._owned_sources(self._owned_events))
+
     def _health_checks(self) -> Health:
         """Live: the events loop, the SQS reader (the current one: a dead reader is
         replaced within a turn of the events loop) and the group sync keep turning.
@@ -355,6 +368,7 @@ class IngressService:
                 if time.monotonic() >= next_refresh:
                     next_refresh = time.monotonic() + self.ingress.descriptor_interval
                     self._refresh_topics()
+                self._follow_recreation()
                 if self.stop_at_end and self._finished():
                     break
         finally:
