@@ -224,10 +224,10 @@ class PartitionWorker(threading.Thread):
             try:
                 if next_offset is None:
                     next_offset = self._starting_offset(resume)
-                    if next_offset is None:
-                        return None
                 else:
                     next_offset = self._reopened_at(resume, next_offset)
+                if next_offset is None:
+                    return None
                 return self._replay(writer, next_offset)
             except (PartitionHaltedError, RecordRefusedError, AuthorizationError) as exc:
                 writer.abort()
@@ -259,12 +259,19 @@ class PartitionWorker(threading.Thread):
             self._check_resume_listed(resume.next_source_offset)
         return next_offset
 
-    def _reopened_at(self, resume: ResumePoint, next_offset: int) -> int:
-        """A writer opened again after an idle spell resumes where the last one stopped;
-        the destination decides if they differ (as after a restart)."""
+    def _reopened_at(self, resume: ResumePoint, next_offset: int) -> int | None:
+        """Where a writer opened again after an idle spell resumes: where the last one
+        stopped, unless the destination says otherwise. Nothing held in memory outlives
+        the destination's answer, so a writer opened again resumes exactly as after a
+        restart: from the destination's resume point, or, when the destination holds
+        nothing of this source (its topic deleted and created again: the checkpoint is
+        stale, the tail empty), from where the export began.
+        None: stopping before a start was known."""
         at = resume.next_source_offset
-        if at is None or at == next_offset:
+        if at == next_offset:
             return next_offset
+        if at is None:
+            return self._replayed_again(next_offset)
         self.log.warning(
             "%s: the destination resumes at source offset %d, this worker had reached %d; "
             "going on from the destination's",
@@ -275,6 +282,34 @@ class PartitionWorker(threading.Thread):
         )
         self.status.next_offset = at
         return at
+
+    def _replayed_again(self, reached: int) -> int | None:
+        """The destination holds nothing of this source although this worker replayed
+        offsets up to ``reached`` into it: start again where the export began (as a
+        restart does), or None when stopping first."""
+        # No position until the start is known: a halt on the way records none (a halt
+        # recorded at ``reached`` would be a checkpoint claiming offsets the topic lacks).
+        self.status.next_offset = None
+        self._relist()
+        start = self._first_offset()
+        if start is None:
+            return None
+        self.log.warning(
+            "%s: destination topic %s partition %d holds nothing of %s/%s partition %d "
+            "(deleted and created again?), though this worker had replayed its offsets "
+            "below %d into it; replaying again from source offset %d, where the export began",
+            self.name,
+            self.target.destination_topic,
+            self.target.destination_partition,
+            self.source.region,
+            self.source.topic,
+            self.partition,
+            reached,
+            start,
+            extra={"offset": start},
+        )
+        self.status.next_offset = start
+        return start
 
     def _wait_for_work(self, next_offset: int) -> None:
         """Without a writer, until a segment to replay (or a gap to wait on) is listed."""
