@@ -1,7 +1,8 @@
 """``replicator failover``: is the destination ready to take over, and moving the
 applications' consumer groups there.
 
-Run in the destination region. It reports, per replicated partition, how far the
+Run in the destination region. It reports, per replicated partition, the destination
+partition it is written into (the relay may merge several into one), how far the
 destination has replayed and the RPO — what the source has that the destination does not —
 and per consumer group and partition the committed source offset, the translated
 destination offset and whether the translation is exact. With ``--apply`` it commits the
@@ -17,9 +18,13 @@ text report (a group id may hold a newline or a terminal escape).
 
 Through S3 (``[ingress]``) group offsets come from the objects egress exported into the
 bucket, and the RPO compares the segments in the destination bucket with those in the
-source region's bucket (when it answers). For a direct relay (``[relay]``) group offsets
-are read straight from the upstream cluster and the RPO is the upstream's log end minus
-what was relayed.
+source region's bucket (when it answers; a destination bucket that fails to list a
+partition leaves it unreachable, never empty). A group committed below the first record
+replayed is exact when the replay began at or below it (see
+:func:`~replicator.core.groups.translation.replayed_from`).
+
+For a direct relay (``[relay]``) group offsets are read straight from the upstream
+cluster and the RPO is the upstream's log end minus what was relayed.
 """
 
 from __future__ import annotations
@@ -38,11 +43,11 @@ from replicator.core.aws.errors import StorageError
 from replicator.core.config import Config, IngressSource, RelayConfig, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.groups.admin import GroupAdmin
-from replicator.core.groups.plan import GroupPartition, commit_groups
+from replicator.core.groups.plan import GroupPartition, commit_groups, with_replay_starts
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.provenance import SourcePartition
-from replicator.core.segments.selection import exported_end
+from replicator.core.segments.selection import exported_end, lowest_start
 from replicator.core.segments.store import SegmentStore, StoredSegment
 from replicator.core.untrusted_text import escape
 
@@ -58,6 +63,9 @@ LOOKUPS = 8
 class PartitionReadiness:
     source: SourcePartition
     destination_topic: str
+    destination_partition: int | None = None
+    """The destination partition it is written into (None: the source partition's
+    number, as ingress writes; the relay may merge several into one)."""
     replayed_until: int | None = None
     """Next source offset the destination will get (None: nothing yet)."""
     available_end: int | None = None
@@ -67,10 +75,22 @@ class PartitionReadiness:
     """Offset after the last one the source has exported (None: source unreachable)."""
     rpo_seconds: float | None = None
     halted: str = ""
+    available_known: bool = True
+    """False: the destination bucket's listing of the partition failed; what the
+    destination can get, and so the RPO, are unknown (not nothing)."""
+
+    @property
+    def target(self) -> WriteTarget:
+        partition = self.destination_partition
+        return WriteTarget(
+            self.source,
+            self.destination_topic,
+            self.source.partition if partition is None else partition,
+        )
 
     @property
     def rpo_records(self) -> int | None:
-        if self.source_end is None:
+        if self.source_end is None or not self.available_known:
             return None
         return max(0, self.source_end - (self.available_end or 0))
 
@@ -125,6 +145,7 @@ class FailoverReport:
                     "topic": p.source.topic,
                     "partition": p.source.partition,
                     "destination_topic": p.destination_topic,
+                    "destination_partition": p.target.destination_partition,
                     "replayed_until": p.replayed_until,
                     "available_end": p.available_end,
                     "source_end": p.source_end,
@@ -181,21 +202,37 @@ def rpo(
 # -- through S3 ---------------------------------------------------------------------------
 
 
-def _listed(store: SegmentStore, source: SourcePartition) -> list[StoredSegment] | None:
+def _listed(store: SegmentStore, source: SourcePartition) -> list[StoredSegment] | StorageError:
+    """The partition's segments, or why the bucket did not list them."""
     try:
         return store.list_segments(source.origin, source.topic, source.partition)
     except StorageError as exc:
-        log.warning("cannot list %s/%s in %s: %s", source.origin, source.topic, store.bucket, exc)
-        return None
+        log.warning(
+            "cannot list %s/%s partition %d in %s: %s",
+            source.origin,
+            source.topic,
+            source.partition,
+            store.bucket,
+            exc,
+        )
+        return exc
 
 
 def _ingress_partitions(
-    config: Config, sources: list[IngressSource], report: FailoverReport, pool: Executor
+    config: Config,
+    sources: list[IngressSource],
+    report: FailoverReport,
+    pool: Executor,
+    starts: dict[SourcePartition, int],
 ) -> list[PartitionReadiness]:
     """A row per partition the destination bucket holds segments of, with the source
     bucket's end and the RPO where it answers. Each source bucket is asked for a topic's
     partitions first and only then for each partition's segments: in a source region's
-    outage that is one unanswered request per topic, not one per partition."""
+    outage that is one unanswered request per topic, not one per partition. A partition
+    whose listing the destination bucket fails is unreachable, not empty (its RPO is not
+    known). ``starts`` gets, per partition, the lowest segment start the destination
+    bucket holds: ingress's replay began there or below (at the export start, below
+    which no segment is written; segments expire from the lowest)."""
     ingress = required(config, "ingress")
     destination = SegmentStore.for_region(config, ingress.region, lookup=True)
     asked = []
@@ -239,12 +276,24 @@ def _ingress_partitions(
             )
     rows = []
     for row, present_future, at_source_future in listings:
-        present = present_future.result() or []
-        row.available_end = exported_end(s.segment_key for s in present)
+        present = present_future.result()
         at_source = at_source_future.result() if at_source_future else None
-        if at_source is not None:
+        if isinstance(at_source, list):
             row.source_end = exported_end(s.segment_key for s in at_source)
-            _, row.rpo_seconds = rpo(at_source, present)
+        if isinstance(present, StorageError):
+            row.available_known = False
+            report.unreachable.append(
+                f"bucket {destination.bucket} ({ingress.region}): the segments of "
+                f"{row.source.origin}/{row.source.topic} partition {row.source.partition} "
+                f"are not known; what the destination can get and the RPO unknown ({present})"
+            )
+        else:
+            row.available_end = exported_end(s.segment_key for s in present)
+            lowest = lowest_start(s.segment_key for s in present)
+            if lowest is not None:
+                starts[row.source] = lowest
+            if isinstance(at_source, list):
+                _, row.rpo_seconds = rpo(at_source, present)
         rows.append(row)
     return rows
 
@@ -271,7 +320,8 @@ def _ingress_report(config: Config, names: set[str] | None, pool: Executor) -> F
     answer = pool.submit(_kafka_answer, kafka)  # asked while the buckets are
     report = FailoverReport(ingress.region, [], [])
     sources = _ingress_sources(config, report.unreachable)
-    report.partitions = _ingress_partitions(config, sources, report, pool)
+    starts: dict[SourcePartition, int] = {}
+    report.partitions = _ingress_partitions(config, sources, report, pool, starts)
     counts: dict[tuple[str, str], int] = {}
     for row in report.partitions:
         key = (row.source.origin, row.source.topic)
@@ -282,7 +332,10 @@ def _ingress_report(config: Config, names: set[str] | None, pool: Executor) -> F
     rows: list[GroupPartition] = []
     if _replayed(checkpoints, report.partitions, report, pool):  # else nothing to translate
         try:
-            rows = translate_exported(config, kafka, sources, counts, names)
+            rows = with_replay_starts(
+                translate_exported(config, kafka, sources, counts, names),
+                lambda target: starts.get(target.source),
+            )
         except ReplicatorError as exc:
             report.unreachable.append(f"consumer groups not translated: {exc}")
     report.groups = _groups(kafka, ingress.region, rows, names, report.unreachable)
@@ -313,7 +366,7 @@ def _kafka_answers(failure: str | None, region: str, report: FailoverReport) -> 
 
 
 def _relay_report(config: Config, names: set[str] | None, pool: Executor) -> FailoverReport:
-    from relay.groups import relay_target, translate_upstream
+    from relay.groups import translate_upstream
 
     relay = required(config, "relay")
     kafka = client_config(config.region(relay.destination).kafka, socket_timeout_ms=3000)
@@ -326,10 +379,15 @@ def _relay_report(config: Config, names: set[str] | None, pool: Executor) -> Fai
         )
     partitions = []
     for (topic, partition), end in sorted(ends.items()):
-        target = relay_target(relay, SourcePartition(relay.origin, topic, partition))
+        target = relayed_to(relay, SourcePartition(relay.origin, topic, partition))
         if target is None:
             continue
-        row = PartitionReadiness(target.source, target.destination_topic, source_end=end)
+        row = PartitionReadiness(
+            target.source,
+            target.destination_topic,
+            target.destination_partition,
+            source_end=end,
+        )
         partitions.append(row)
     report = FailoverReport(relay.destination, partitions, [], unreachable=unreachable)
     if not _kafka_answers(answer.result(), relay.destination, report):
@@ -346,6 +404,18 @@ def _relay_report(config: Config, names: set[str] | None, pool: Executor) -> Fai
             unreachable.append(f"consumer groups not translated: {exc}")
     report.groups = _groups(kafka, relay.destination, rows, names, unreachable)
     return report
+
+
+def relayed_to(relay: RelayConfig, source: SourcePartition) -> WriteTarget | None:
+    """Where the relay writes ``source`` (as its workers do), topics merged into one
+    ``destination_partition`` included: they have no offset translation, but their
+    replay is reported. None: not relayed. Pure."""
+    for topic in relay.topics:
+        if topic.source_topic == source.topic:
+            merged = topic.destination_partition
+            partition = source.partition if merged is None else merged
+            return WriteTarget(source, topic.destination, partition)
+    return None
 
 
 def _upstream_ends(
@@ -409,7 +479,7 @@ def _replayed(
 
 
 def _replayed_row(checkpoints: CheckpointStore, row: PartitionReadiness) -> None:
-    target = WriteTarget(row.source, row.destination_topic, row.source.partition)
+    target = row.target
     try:
         point = checkpoints.resume_point(target)
     except ReplicatorError as exc:
@@ -486,6 +556,7 @@ def render(report: FailoverReport, now: float | None = None) -> str:
             "topic",
             "part",
             "destination",
+            "dest part",
             "replayed until",
             "available",
             "source end",
@@ -500,8 +571,9 @@ def render(report: FailoverReport, now: float | None = None) -> str:
                 f"{row.source.origin}/{row.source.topic}",
                 str(row.source.partition),
                 row.destination_topic,
+                str(row.target.destination_partition),
                 _num(row.replayed_until),
-                _num(row.available_end),
+                _num(row.available_end) if row.available_known else "unreachable",
                 _num(row.source_end) if row.source_end is not None else "unreachable",
                 _num(row.rpo_records),
                 "-" if row.rpo_seconds is None else f"{row.rpo_seconds:.0f}",

@@ -9,12 +9,12 @@ only where the group has no members (checked again by the commit itself).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.groups.destination import OffsetTranslator
 from replicator.core.groups.errors import GroupActiveError
-from replicator.core.groups.translation import Translation
+from replicator.core.groups.translation import Translation, replayed_from
 from replicator.core.kafka.checkpoints import WriteTarget
 from replicator.core.kafka.provenance import SourcePartition
 
@@ -51,6 +51,18 @@ def translate_groups(
             for (group, _), translation in zip(entries, translations, strict=True)
         ]
     return sorted(rows, key=lambda r: (r.group, *_order(r.target)))
+
+
+def with_replay_starts(
+    rows: Iterable[GroupPartition], starts: Callable[[WriteTarget], int | None]
+) -> list[GroupPartition]:
+    """``rows`` knowing the source offset each target's replay began at (None: not
+    known): a group committed where no record preceded the first one replicated is exact
+    (:func:`~replicator.core.groups.translation.replayed_from`)."""
+    return [
+        replace(row, translation=replayed_from(row.translation, starts(row.target)))
+        for row in rows
+    ]
 
 
 def destination_offsets(rows: Iterable[GroupPartition]) -> dict[tuple[str, int], int]:

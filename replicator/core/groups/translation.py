@@ -19,13 +19,16 @@ The answer for a committed source offset X (the next record the group reads):
   record, but *behind*, not exact: the records before it were never replicated (the
   export began later) or are gone from the destination (its retention), and the group
   would skip them. (Records filtered out or compacted away before the first one look the
-  same, so this errs on the side of saying "behind".)
+  same, so this errs on the side of saying "behind".) Exact after all when the caller
+  knows where the replay began (:func:`replayed_from`): at or below X, and with the
+  destination's log start never moved, every offset from X up to that first record was
+  replayed and held none to write (a transaction marker, aborted records).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 Probe = Callable[[int], "tuple[int, int] | None"]
 """destination offset -> (destination offset, source offset) of the first record at or
@@ -46,6 +49,9 @@ class Translation:
     missing_before: int = 0
     """Source offsets from the committed one up to the first record the destination holds
     (the group starts before it: see the module docstring)."""
+    log_start: int = 0
+    """The destination partition's first offset when translated (above 0: retention or
+    DeleteRecords removed what was before it)."""
 
     @property
     def behind_records(self) -> int:
@@ -91,7 +97,23 @@ def translate(
         first = probe(low)
         if first is not None and first[0] == found and first[1] > source_offset:
             missing = first[1] - source_offset
-            return Translation(source_offset, found, False, replayed_until, missing)
-        return Translation(source_offset, found, True, replayed_until)
+            return Translation(source_offset, found, False, replayed_until, missing, low)
+        return Translation(source_offset, found, True, replayed_until, log_start=low)
     exact = (replayed_until or 0) >= source_offset
-    return Translation(source_offset, end, exact, replayed_until)
+    return Translation(source_offset, end, exact, replayed_until, log_start=low)
+
+
+def replayed_from(translation: Translation, start: int | None) -> Translation:
+    """``translation``, knowing that the replay of its source partition began at source
+    offset ``start`` (None: not known; unchanged then).
+
+    A group committed below the first record the destination holds is exact when the
+    replay began at or below its offset and the destination's log start never moved:
+    every source offset from ``start`` up to that first record was replayed and nothing of
+    it is gone, so those offsets held no record to write (a transaction marker, aborted
+    or filtered records). Below ``start`` nothing is known: still behind."""
+    if translation.exact or not translation.missing_before or start is None:
+        return translation
+    if start > translation.source_offset or translation.log_start > 0:
+        return translation
+    return replace(translation, exact=True, missing_before=0)
