@@ -263,9 +263,9 @@ class PartitionWorker(threading.Thread):
         """Where a writer opened again after an idle spell resumes: where the last one
         stopped, unless the destination says otherwise. Nothing held in memory outlives
         the destination's answer, so a writer opened again resumes exactly as after a
-        restart: from the destination's resume point, or, when the destination holds
-        nothing of this source (its topic deleted and created again: the checkpoint is
-        stale, the tail empty), from where the export began.
+        restart: from the destination's resume point (checked against the bucket), or,
+        when the destination holds nothing of this source (its topic deleted and created
+        again: the checkpoint is stale, the tail empty), from where the export began.
         None: stopping before a start was known."""
         at = resume.next_source_offset
         if at == next_offset:
@@ -281,6 +281,8 @@ class PartitionWorker(threading.Thread):
             extra={"offset": at},
         )
         self.status.next_offset = at
+        self._relist()  # the check below is a restart's, against a fresh listing
+        self._check_resume_listed(at)
         return at
 
     def _replayed_again(self, reached: int) -> int | None:

@@ -245,3 +245,22 @@ def test_a_halt_while_finding_the_export_start_again_records_no_position():
         worker.join(5)
     assert "lost topic descriptor" in worker.status.reason, worker.status
     assert (writer.committed, writer.checkpoints, writer.halted) == ([], [], "")
+
+
+def test_a_reopened_writer_resuming_beyond_the_bucket_halts_as_a_restart_does():
+    """A checkpoint forged while the writer was closed claims offsets the bucket never
+    held: as at a restart the partition halts instead of skipping to it."""
+    segments, writer = MemorySegments([(0, 9)]), MemoryWriter()
+    worker = idle_closing_worker(segments, writer)
+    try:
+        replayed_then_idle(writer)
+        writer.checkpoints.append(1000)
+        arrives(worker, segments)
+        until(lambda: worker.status.state == "halted", "the partition to halt")
+    finally:
+        worker.stop()
+        worker.join(5)
+    assert "resumes at source offset 1000, beyond the last offset in the bucket (24)" in (
+        worker.status.reason
+    )
+    assert writer.committed == list(range(10))
