@@ -60,8 +60,7 @@ def with_replay_starts(
     known): a group committed where no record preceded the first one replicated is exact
     (:func:`~replicator.core.groups.translation.replayed_from`)."""
     return [
-        replace(row, translation=replayed_from(row.translation, starts(row.target)))
-        for row in rows
+        replace(row, translation=replayed_from(row.translation, starts(row.target))) for row in rows
     ]
 
 
