@@ -1,5 +1,7 @@
-"""A frozen process notices it was frozen, and its writers refuse to go on: the defence
-of a thawed "zombie" on a broker that does not fence (the local one)."""
+"""A frozen process notices it was frozen, and its writers refuse to go on: a thawed
+"zombie"'s own defence, beside the broker's fencing. What counts as a freeze (a stall
+longer than the limit, late gaps chained) is decided by pure functions, tested first;
+``tests/core/test_freeze_limit.py`` runs the production limit on a real writer."""
 
 from __future__ import annotations
 
@@ -8,11 +10,23 @@ import signal
 import subprocess
 import threading
 import time
+from itertools import pairwise
 
 import pyarrow as pa
 import pytest
 
-from replicator.core.freezes import Freeze, FreezeWatch, freeze_since
+from replicator.core.freezes import (
+    COMMIT_MARGIN,
+    FREEZE_LIMIT,
+    GROUP_SESSION_SECONDS,
+    HEARTBEAT_SECONDS,
+    Freeze,
+    FreezeWatch,
+    Stall,
+    after_tick,
+    freeze_limit,
+    freeze_since,
+)
 from replicator.core.kafka.errors import OwnershipLostError
 from replicator.core.kafka.writer import PartitionWriter
 from tests.fixtures.independent import read_partition
@@ -50,6 +64,58 @@ def test_a_recorded_freeze_counts_only_if_it_ended_after_the_writer_opened():
 
 def test_a_gap_at_the_limit_is_not_a_freeze():
     assert freeze_since(10.0, now=12.0, last_tick=10.0, last_freeze=None, limit=2) is None
+
+
+def test_the_limit_leaves_a_heartbeat_and_the_margin_inside_the_group_session():
+    assert FREEZE_LIMIT + HEARTBEAT_SECONDS + COMMIT_MARGIN <= GROUP_SESSION_SECONDS
+    assert freeze_limit(6.0, heartbeat=0.5, margin=1.5) == 4.0
+    assert freeze_limit(45.0) == 43.0  # a longer session tolerates longer stalls
+    with pytest.raises(ValueError, match="leaves no room"):
+        freeze_limit(2.0)
+
+
+def stall_after(ticks: list[float], steady: float = 0.5) -> Stall | None:
+    """The stall once the ticker has ticked at each of ``ticks`` in turn."""
+    stall = None
+    for last, now in pairwise(ticks):
+        stall = after_tick(stall, last, now, steady)
+    return stall
+
+
+def every(start: float, end: float, step: float = 0.1) -> list[float]:
+    return [round(start + i * step, 6) for i in range(round((end - start) / step) + 1)]
+
+
+def test_ticks_a_little_late_are_no_stall():
+    assert stall_after([0.0, 0.4, 0.85, 1.3, 1.75, 2.2]) is None
+
+
+def test_a_late_gap_starts_a_stall_that_ticks_on_time_end():
+    ticks = [*every(0.0, 1.0), 4.0, 4.1, 4.2]
+    assert stall_after(ticks) == Stall(began=1.0, last_late=4.0)
+    assert stall_after([*ticks, *every(4.3, 4.6)]) is None
+
+
+def test_late_gaps_with_short_runs_between_chain_into_one_stall():
+    """A run too short to be sure a heartbeat went out does not end a stall: two stalls
+    of 3 s each with 0.2 s between them are one of 6.2 s, longer than the session's
+    limit."""
+    chained = stall_after([*every(0.0, 1.0), 4.0, 4.1, 4.2, 7.2])
+    assert chained == Stall(began=1.0, last_late=7.2)
+    assert chained.seconds > FREEZE_LIMIT
+    apart = stall_after([*every(0.0, 1.0), *every(4.0, 5.0), 8.0])
+    assert apart == Stall(began=5.0, last_late=8.0)
+    assert apart.seconds < FREEZE_LIMIT
+
+
+def test_a_stall_in_progress_counts_from_where_it_began():
+    stall = Stall(began=1.0, last_late=4.0)
+    # 0.2 s on time after the first late gap, then nothing since 4.2: 5 s of stall by 6.0
+    assert freeze_since(0.0, 6.0, 4.2, None, limit=4, stall=stall) == Freeze(6.0, 5.0)
+    # without the stall before it the same gap is short
+    assert freeze_since(0.0, 6.0, 4.2, None, limit=4) is None
+    # on time now: the stall so far (3 s) is within the limit
+    assert freeze_since(0.0, 4.3, 4.2, None, limit=4, stall=stall) is None
 
 
 # -- a real freeze ------------------------------------------------------------------------
