@@ -25,6 +25,7 @@ commits with the next source offset it will write.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -527,8 +528,10 @@ class PartitionWriter:
                 log.warning("abort of %s failed: %s", self.target, exc.args[0].str())
             self._in_transaction = False
             # Reports of the aborted records still queued are served now, so that none
-            # moves the offset on after it was put back.
-            self._producer.poll(0)
+            # moves the offset on after it was put back (a producer in a fatal state
+            # refuses even that: it can write nothing more anyway).
+            with contextlib.suppress(KafkaException):
+                self._producer.poll(0)
             self._last_destination_offset = self._offset_at_begin
 
     def close(self) -> None:
