@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import logging
 import time
+from typing import Any
 
 from relay.errors import RelayIdentityError
 from replicator.core.config import RelayConfig
 from replicator.core.kafka.checkpoints import CheckpointStore
-from replicator.core.untrusted_json import check_fields, json_object
+from replicator.core.untrusted_json import Kinds, check_fields, json_object
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +35,21 @@ def identity_key(group_id: str) -> str:
     return f"relay-identity/{group_id}"
 
 
-def recorded_origin(raw: bytes, where: str) -> str:
-    """The origin of a recorded identity; RelayIdentityError naming ``where`` if it
+def recorded_fields(
+    raw: bytes, where: str, fields: dict[str, tuple[Kinds, bool]]
+) -> dict[str, Any]:
+    """The ``fields`` of a record kept beside the checkpoints (this identity, the start
+    records of :mod:`relay.start_points`); RelayIdentityError naming ``where`` if it
     cannot be read. Pure."""
     try:
-        data = check_fields(json_object(raw, MAX_IDENTITY_BYTES), {"origin": (str, True)})
+        return check_fields(json_object(raw, MAX_IDENTITY_BYTES), fields)
     except ValueError as exc:
-        raise RelayIdentityError(f"the relay identity {where} is unreadable ({exc})") from None
-    return str(data["origin"])
+        raise RelayIdentityError(f"the relay record {where} is unreadable ({exc})") from None
+
+
+def recorded_origin(raw: bytes, where: str) -> str:
+    """The origin of a recorded identity. Pure."""
+    return str(recorded_fields(raw, where, {"origin": (str, True)})["origin"])
 
 
 def origin_problem(recorded: str, relay: RelayConfig, where: str) -> str | None:

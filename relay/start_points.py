@@ -23,12 +23,10 @@ import time
 from collections.abc import Mapping
 
 from relay.errors import RelayIdentityError
+from relay.identity import recorded_fields
 from replicator.core.kafka.checkpoints import CheckpointStore
-from replicator.core.untrusted_json import check_fields, json_object
 
 log = logging.getLogger(__name__)
-
-MAX_START_RECORD_BYTES = 64 * 1024
 
 
 def start_key(group_id: str, topic: str) -> str:
@@ -38,13 +36,10 @@ def start_key(group_id: str, topic: str) -> str:
 def recorded_partitions(raw: bytes, where: str) -> int:
     """The partition count of a start record; RelayIdentityError naming ``where`` if it
     cannot be read. Pure."""
-    try:
-        data = check_fields(json_object(raw, MAX_START_RECORD_BYTES), {"partitions": (int, True)})
-    except ValueError as exc:
-        raise RelayIdentityError(f"the relay start record {where} is unreadable ({exc})") from None
-    if data["partitions"] < 0:
-        raise RelayIdentityError(f"the relay start record {where} names a negative count")
-    return int(data["partitions"])
+    count = recorded_fields(raw, where, {"partitions": (int, True)})["partitions"]
+    if count < 0:
+        raise RelayIdentityError(f"the relay record {where} names a negative partition count")
+    return int(count)
 
 
 def first_partition_counts(

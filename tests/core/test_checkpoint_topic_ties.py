@@ -72,6 +72,16 @@ def _write(where: WriterDestination, group: str, start: int, end: int) -> None:
     writer.close()
 
 
+def _committed_records(where: WriterDestination) -> int:
+    """Records a read_committed reader finds in the destination partition."""
+    consumer = tail_reader(where.kafka, "replicator-test-check")
+    try:
+        tp = TopicPartition(where.target.destination_topic, 0)
+        return len(list(read_range(consumer, tp, 0, None)))
+    finally:
+        consumer.close()
+
+
 def _produce_plain(bootstrap: str, topic: str, count: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for i in range(count):
@@ -116,12 +126,7 @@ def test_an_open_writer_commits_no_records_into_a_topic_created_again_under_it(l
     with pytest.raises(DestinationRecreatedError, match="deleted and created again"):
         writer.commit(150)
     writer.close()
-    consumer = tail_reader(where.kafka, unique("check"))
-    try:
-        tp = TopicPartition(where.target.destination_topic, 0)
-        assert list(read_range(consumer, tp, 0, None)) == []
-    finally:
-        consumer.close()
+    assert _committed_records(where) == 0
 
 
 def test_every_checkpoint_names_its_destination_topic_id(local_stack, unique):
@@ -180,9 +185,4 @@ def test_a_halt_after_an_abort_claims_the_last_committed_record(local_stack, uni
         f"the halt checkpoint claims destination offset {resume.checkpoint.destination_offset}, "
         "a record of the aborted transaction"
     )
-    consumer = tail_reader(where.kafka, unique("check"))
-    try:
-        tp = TopicPartition(where.target.destination_topic, 0)
-        assert len(list(read_range(consumer, tp, 0, None))) == 100
-    finally:
-        consumer.close()
+    assert _committed_records(where) == 100

@@ -11,10 +11,13 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from relay.errors import RelayIdentityError
 from relay.service import RelayService
+from relay.start_points import recorded_partitions
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import await_leaders
 from tests.fixtures.independent import read_partition
@@ -74,6 +77,13 @@ def started(caplog, count: int) -> Callable[[], bool]:
 
 
 # -- start_from = "latest" ------------------------------------------------------------------
+
+
+def test_a_start_record_that_cannot_be_read_is_refused_naming_it():
+    assert recorded_partitions(b'{"partitions": 4, "time": 1.5}', "here") == 4
+    for raw in (b"[", b'{"partitions": "4"}', b'{"partitions": -1}', b"{}"):
+        with pytest.raises(RelayIdentityError, match="relay record here"):
+            recorded_partitions(raw, "here")
 
 
 def test_a_latest_start_is_kept_across_a_restart_before_the_first_record(
