@@ -30,7 +30,11 @@ from replicator.core.aws.errors import StorageError
 from replicator.core.config import Config, IngressSource, key_path, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.filters import FilterChain, load_chain
-from replicator.core.freezes import GROUP_SESSION_SECONDS, process_freeze_watch
+from replicator.core.freezes import (
+    GROUP_SESSION_SECONDS,
+    HEARTBEAT_SECONDS,
+    process_freeze_watch,
+)
 from replicator.core.health import CheckResult, Health, Heartbeat, thread_check
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_service_topic
@@ -335,7 +339,7 @@ class IngressService:
                 "group.id": self.ingress.group_id,
                 "partition.assignment.strategy": "roundrobin",
                 "session.timeout.ms": int(GROUP_SESSION_SECONDS * 1000),
-                "heartbeat.interval.ms": 500,
+                "heartbeat.interval.ms": int(HEARTBEAT_SECONDS * 1000),
                 "enable.auto.commit": True,
                 "auto.offset.reset": "latest",
                 # Events are few and each one starts a replay: a broker that holds an

@@ -45,7 +45,11 @@ from relay.start_points import first_partition_counts
 from relay.worker import RelayWorker
 from replicator.core.config import Config, RelayTopic, key_path, required
 from replicator.core.filters import FilterChain, load_chain
-from replicator.core.freezes import GROUP_SESSION_SECONDS, process_freeze_watch
+from replicator.core.freezes import (
+    GROUP_SESSION_SECONDS,
+    HEARTBEAT_SECONDS,
+    process_freeze_watch,
+)
 from replicator.core.health import CheckResult, Health, Heartbeat
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.clients import client_config, ensure_service_topic
@@ -278,7 +282,7 @@ class RelayService:
                 "group.id": self.relay.group_id,
                 "partition.assignment.strategy": "roundrobin",
                 "session.timeout.ms": int(GROUP_SESSION_SECONDS * 1000),
-                "heartbeat.interval.ms": 500,
+                "heartbeat.interval.ms": int(HEARTBEAT_SECONDS * 1000),
                 "enable.auto.commit": False,
                 "auto.offset.reset": "latest",
                 "fetch.wait.max.ms": 100,
