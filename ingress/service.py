@@ -94,7 +94,7 @@ class IngressService:
             self.kafka, self.ingress.checkpoint_topic, self.ingress.checkpoint_partitions
         )
         self.workers: WorkerPool[PartitionWorker] = WorkerPool(self._start_worker)
-        self._recreation = RecreationWatch(self.checkpoints.topic_id)
+        self._recreation = RecreationWatch(self.checkpoints.topic_ids)
         self._read_slots = threading.BoundedSemaphore(self.ingress.read_concurrency)
         self._writer_slots = WriterSlots(self.ingress.max_open_writers)
         self._partitions: dict[tuple[str, str], int] = {}

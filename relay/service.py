@@ -93,7 +93,7 @@ class RelayService:
         self._first_counts: dict[str, int] = {}
         """... and at the relay's first start (recorded): partitions beyond it were added
         since, and start at their beginning (see :mod:`relay.start_points`)."""
-        self._recreation = RecreationWatch(self.checkpoints.topic_id)
+        self._recreation = RecreationWatch(self.checkpoints.topic_ids)
         self._growth_problem: dict[str, str] = {}
         """The last growth failure reported per topic (reported once, not every turn)."""
         self._stop_offsets: dict[tuple[str, int], int] = {}

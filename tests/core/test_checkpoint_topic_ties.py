@@ -115,18 +115,29 @@ def test_a_re_created_destination_written_past_the_old_offset_is_refilled(
     assert "earlier topic of this name" in caplog.text
 
 
-def test_an_open_writer_commits_no_records_into_a_topic_created_again_under_it(local_stack, unique):
+@pytest.mark.parametrize(
+    ("filled_by_others", "noticed_by"),
+    [(0, "delivered at destination offset 49"), (300, "topic id")],
+    ids=["empty", "filled past the writer's offset"],
+)
+def test_an_open_writer_commits_no_records_into_a_topic_created_again_under_it(
+    local_stack, unique, filled_by_others, noticed_by
+):
+    """Empty, the new topic gives the writer's records offsets below the ones it wrote
+    (a log only grows); filled by others past them, only its topic id tells it apart."""
     where = writer_destination(local_stack, unique)
     writer = PartitionWriter(where.kafka, unique("g"), where.target, where.store, kind="relay")
     writer.open()
     writer.write(table(0, 100))
     writer.commit(100)
     recreate_topic(where.bootstrap, where.target.destination_topic, 1)
+    _produce_plain(where.bootstrap, where.target.destination_topic, filled_by_others)
     writer.write(table(100, 50))  # continuing from memory: would start the new topic at 100
-    with pytest.raises(DestinationRecreatedError, match="deleted and created again"):
+    with pytest.raises(DestinationRecreatedError, match="created again") as refused:
         writer.commit(150)
     writer.close()
-    assert _committed_records(where) == 0
+    assert noticed_by in str(refused.value)
+    assert _committed_records(where) == filled_by_others
 
 
 def test_every_checkpoint_names_its_destination_topic_id(local_stack, unique):

@@ -4,6 +4,9 @@ tests/relay/test_operator_actions.py and tests/ingress/test_recreated_destinatio
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.recreation import RecreationWatch, changed_ids
 
 
@@ -18,7 +21,9 @@ def test_only_a_new_id_for_a_known_topic_is_a_re_creation():
 def test_the_watch_looks_when_due_and_remembers_across_a_deletion():
     ids = {"a": "id-1"}
     now = [0.0]
-    watch = RecreationWatch(lambda topic: ids[topic], interval=5.0, clock=lambda: now[0])
+    watch = RecreationWatch(
+        lambda topics: {t: ids[t] for t in topics}, interval=5.0, clock=lambda: now[0]
+    )
     assert watch.recreated(["a"]) == []  # the first look records
     ids["a"] = ""
     now[0] = 5.0
@@ -35,14 +40,14 @@ def test_the_watch_looks_when_due_and_remembers_across_a_deletion():
 def test_a_topic_that_cannot_be_described_is_looked_at_again():
     calls = []
 
-    def topic_id(topic: str) -> str:
-        calls.append(topic)
+    def topic_ids(topics: Sequence[str]) -> dict[str, str]:
+        calls.append(list(topics))
         if len(calls) == 2:
-            raise RuntimeError("broker away")
-        return "id-1" if len(calls) == 1 else "id-2"
+            raise BrokerError("describing topics a: broker away")
+        return {"a": "id-1" if len(calls) == 1 else "id-2"}
 
     now = [0.0]
-    watch = RecreationWatch(topic_id, interval=1.0, clock=lambda: now[0])
+    watch = RecreationWatch(topic_ids, interval=1.0, clock=lambda: now[0])
     assert watch.recreated(["a"]) == []
     now[0] = 1.0
     assert watch.recreated(["a"]) == []

@@ -42,6 +42,7 @@ import json
 import logging
 import threading
 import zlib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
@@ -270,20 +271,37 @@ def _warn_stale(target: WriteTarget, checkpoint: Checkpoint, reason: str) -> Non
     )
 
 
-def topic_id(admin: AdminClient, topic: str) -> str:
-    """Kafka's id of ``topic`` now (base64, as Kafka's tools print it); empty if the
-    topic does not exist. Raises :class:`BrokerError`."""
+DESCRIBE_TIMEOUT = 10.0
+_DESCRIBE_RETRY = LEADER_NOT_READY - {KafkaError.UNKNOWN_TOPIC_OR_PART}
+"""A topic that does not exist is an answer here (it was deleted), not a moment to wait."""
 
-    def describe() -> Any:
-        futures = admin.describe_topics(TopicCollection([topic]), request_timeout=30)
-        return futures[topic].result()
+
+def topic_ids(admin: AdminClient, topics: Sequence[str]) -> dict[str, str]:
+    """Kafka's id of each of ``topics`` now (base64, as Kafka's tools print it), in one
+    request; empty for a topic that does not exist. Raises :class:`BrokerError`."""
+    if not topics:
+        return {}
+
+    def describe() -> dict[str, str]:
+        futures = admin.describe_topics(
+            TopicCollection(list(topics)), request_timeout=DESCRIBE_TIMEOUT
+        )
+        ids = {}
+        for topic, future in futures.items():
+            try:
+                ids[topic] = str(future.result().topic_id)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise
+                ids[topic] = ""
+        return ids
 
     try:
-        return str(retry_while_moving(describe, LEADER_NOT_READY).topic_id)
+        return retry_while_moving(describe, _DESCRIBE_RETRY, timeout=DESCRIBE_TIMEOUT)
     except KafkaException as exc:
-        if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-            return ""
-        raise BrokerError.from_kafka(f"describing topic {topic!r}", exc.args[0]) from None
+        raise BrokerError.from_kafka(
+            f"describing topics {', '.join(topics)}", exc.args[0]
+        ) from None
 
 
 class CheckpointStore:
@@ -297,14 +315,18 @@ class CheckpointStore:
         self._admin_lock = threading.Lock()
 
     def topic_id(self, topic: str) -> str:
-        """Kafka's id of the destination ``topic`` now (see :func:`topic_id`), asked with
+        """Kafka's id of the destination ``topic`` now (see :func:`topic_ids`)."""
+        return self.topic_ids([topic])[topic]
+
+    def topic_ids(self, topics: Sequence[str]) -> dict[str, str]:
+        """Kafka's ids of the destination ``topics`` now (see :func:`topic_ids`), asked with
         one admin client the store's writers share (a client per writer would double
-        their threads)."""
+        their threads; it lives as long as the store)."""
         with self._admin_lock:
             if self._admin is None:
                 self._admin = AdminClient(self.kafka)
             admin = self._admin
-        return topic_id(admin, topic)
+        return topic_ids(admin, topics)
 
     def topic_partition(self, target: WriteTarget) -> TopicPartition:
         return TopicPartition(
@@ -403,8 +425,9 @@ class CheckpointStore:
     def _claimed_elsewhere(
         consumer: Any, target: WriteTarget, dtp: TopicPartition, checkpoint: Checkpoint
     ) -> str | None:
-        """Whether the record ``checkpoint`` claims holds other data (see
-        :func:`foreign_claim`): the first committed record from its destination offset."""
+        """Why the record ``checkpoint`` claims shows it describes other data (see
+        :func:`foreign_claim`), judged by the first committed record from its destination
+        offset; None if it does not."""
         at = checkpoint.destination_offset
         for message in read_range(consumer, dtp, at, at + 1):
             found = provenance.source_offset(message.headers(), target.source)

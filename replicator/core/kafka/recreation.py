@@ -10,15 +10,17 @@ topics' ids every :data:`CHECK_INTERVAL` seconds, and opens the writers of a top
 id changed again (each then resumes as after a restart: ingress from where the export
 begins, the relay from the upstream's log start).
 
-One look per destination topic (not per partition) costs one metadata request per topic
-and interval, whatever the partition count.
+A look is one metadata request for all destination topics (not one per partition), bounded
+in time: a deleted topic is an answer, not something to wait for.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from replicator.core.errors import ReplicatorError
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +39,11 @@ class RecreationWatch:
 
     def __init__(
         self,
-        topic_id: Callable[[str], str],
+        topic_ids: Callable[[Sequence[str]], Mapping[str, str]],
         interval: float = CHECK_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._topic_id = topic_id
+        self._topic_ids = topic_ids
         self._interval = interval
         self._clock = clock
         self._known: dict[str, str] = {}
@@ -54,12 +56,11 @@ class RecreationWatch:
         if now < self._due:
             return []
         self._due = now + self._interval
-        ids: dict[str, str] = {}
-        for topic in topics:
-            try:
-                ids[topic] = self._topic_id(topic)
-            except Exception as exc:  # a broker passing trouble: next time
-                log.debug("cannot describe %s now: %s", topic, exc)
+        try:
+            ids = dict(self._topic_ids(sorted(set(topics))))
+        except ReplicatorError as exc:  # a broker's passing trouble: next time
+            log.info("cannot look at destination topic ids now: %s", exc)
+            return []
         changed = changed_ids(self._known, ids)
         for topic, new in ids.items():
             if new:

@@ -390,8 +390,24 @@ class PartitionWriter:
             elif self._failure is None:
                 self._failure = self._delivery_error(error, message, source_offset)
             return
-        self._last_destination_offset = max(self._last_destination_offset, message.offset())
+        offset = message.offset()
+        if offset <= self._last_destination_offset and self._failure is None:
+            self._failure = self._went_back(offset)
+        self._last_destination_offset = max(self._last_destination_offset, offset)
         self._delivered_records = True
+
+    def _went_back(self, offset: int) -> DestinationRecreatedError:
+        """A partition's log only grows: a record delivered at or before one this writer
+        wrote (or resumed after) means the partition was truncated (an unclean leader
+        election) or its topic created again. Committing on would continue from memory in
+        a log that lost what it held."""
+        return DestinationRecreatedError(
+            f"{self.target}: a record was delivered at destination offset {offset}, at or "
+            f"before offset {self._last_destination_offset} this writer had written or "
+            "resumed after (the partition truncated, or the topic deleted and created "
+            "again); the open transaction is aborted, and a writer opened again resumes by "
+            "what the partition holds"
+        )
 
     def _delivery_error(self, error: Any, message: Any, source_offset: int) -> BaseException:
         if error.code() in SIZE_REFUSAL_CODES:
@@ -465,10 +481,11 @@ class PartitionWriter:
         in memory, and everything before it would never reach the new topic (the tail
         would then show this source's provenance, and no resume would refill it). So a
         transaction holding records commits only into the topic the writer opened on."""
-        opened_on = self._destination_topic_id
-        if not opened_on:
-            return
         now = self._checkpoints.topic_id(self.target.destination_topic)
+        opened_on = self._destination_topic_id
+        if not opened_on:  # not known at the open: the first id seen stands for it
+            self._destination_topic_id = now
+            return
         if now == opened_on:
             return
         self.abort()
