@@ -392,30 +392,70 @@ class RelayWorker(threading.Thread):
             )
         self.log.info("upstream %s holds offset %d as relayed: identical", new, ref.offset)
 
-    def _verify_agreement(self, new: str, offset: int) -> None:
+    def _verify_agreement(self, new: str, next_offset: int) -> None:
         """Without the last relayed record to compare (the destination holds none of this
-        source any more): every other healthy upstream that holds ``offset``, the one
-        before the next, must hold the record ``new`` holds there."""
-        mine = self._record_at(new, offset)
+        source any more): the newest record ``new`` holds before ``next_offset`` (offsets
+        without records, such as transaction markers, are passed over) must be the same,
+        by offset, key and value, on every other healthy upstream that holds it. With no
+        other upstream to ask, the switch is unverified, and a WARNING says so: waiting
+        for one would stop the failover when it is needed most."""
+        mine = self._newest_record(new, next_offset)
         if mine is None:
             return
         states = self._states()
         others = [n for n in self.relay.sources if n != new and n in states and states[n].healthy]
+        agreeing = []
         for other in others:
-            theirs = self._record_at(other, offset)
-            if theirs is not None and not same_record(mine, theirs):
+            theirs = self._record_at(other, mine.offset)
+            if theirs is None:
+                continue
+            if not same_record(mine, theirs):  # mine has no timestamp: not compared
                 raise UpstreamMismatchError(
                     f"upstreams differ: {self.topic.source_topic} partition {self.partition} "
-                    f"offset {offset} on {new} and on {other} (the destination no longer holds "
-                    "a relayed record to compare with); nothing more is relayed from this "
-                    "partition"
+                    f"offset {mine.offset} on {new} and on {other} (the destination no longer "
+                    "holds a relayed record to compare with); nothing more is relayed from "
+                    "this partition"
                 )
+            agreeing.append(other)
+        if not agreeing:
+            self.log.warning(
+                "the destination no longer holds a relayed record to compare %s with, and no "
+                "other healthy upstream holds offset %d: reading from it unverified",
+                new,
+                mine.offset,
+            )
+            return
         self.log.info(
-            "no relayed record left in the destination to compare with; upstreams %s agree "
+            "no relayed record left in the destination to compare with; %s agrees with %s "
             "at offset %d",
-            ", ".join([new, *others]),
-            offset,
+            new,
+            ", ".join(agreeing),
+            mine.offset,
         )
+
+    def _newest_record(self, upstream: str, next_offset: int) -> RecordRef | None:
+        """The newest record ``upstream`` holds below ``next_offset`` (timestamp left out:
+        two clusters may stamp their own), None if it holds none."""
+        consumer = tail_reader(self._kafka(upstream), f"{self.relay.group_id}-verify")
+        try:
+            tp = TopicPartition(self.topic.source_topic, self.partition)
+            low, _ = watermarks(consumer, tp, f"upstream {upstream} for its log start")
+            found = scan_back(
+                consumer,
+                tp,
+                low,
+                next_offset,
+                lambda m: record_ref(m.offset(), m.key(), m.value(), TIMESTAMP_NONE, 0),
+                below_high=True,
+            )
+        except BrokerError as exc:
+            raise UpstreamUnreadableError(
+                f"cannot read {self.topic.source_topic} partition {self.partition} on "
+                f"{upstream} to compare it: {exc}"
+            ) from None
+        finally:
+            consumer.close()
+        return found[1] if found else None
 
     def _gone_at_the_source(self, upstream: str, last_relayed: int) -> bool:
         """Whether ``upstream`` deleted the last relayed record (retention, DeleteRecords)
@@ -474,9 +514,9 @@ class RelayWorker(threading.Thread):
 
     def _last_relayed(self, resume: ResumePoint) -> RecordRef | None:
         """The newest record in the destination that came from this source partition
-        (None: there is none), found by its provenance: the record the resume point's
-        destination offset names may be gone (retention, compaction) while older ones
-        are there."""
+        (None: there is none), found by its provenance, at or below the destination offset
+        the resume point names: that record may be gone (retention, compaction) while
+        older ones are there."""
         if resume.next_source_offset is None:
             return None
         consumer = tail_reader(self._kafka(self.relay.destination), f"{self.relay.group_id}-tail")
@@ -484,7 +524,9 @@ class RelayWorker(threading.Thread):
         try:
             tp = TopicPartition(self.target.destination_topic, self.target.destination_partition)
             low, high = watermarks(ends, tp, "the log end")
-            found = scan_back(consumer, tp, low, high, self._relayed_ref)
+            # The record the resume point names first; older ones only if it is gone.
+            top = min(high, resume.destination_offset + 1)
+            found = scan_back(consumer, tp, low, top, self._relayed_ref, below_high=True)
         finally:
             consumer.close()
             ends.close()
@@ -589,8 +631,12 @@ class RelayWorker(threading.Thread):
             low, high = consumer.get_watermark_offsets(
                 TopicPartition(self.topic.source_topic, self.partition), timeout=10
             )
-        except KafkaException:
-            return
+        except KafkaException as exc:  # not known to be a loss: asked again
+            raise UpstreamUnreadableError(
+                f"{upstream} answered offset {next_offset} of {self.topic.source_topic} "
+                f"partition {self.partition} out of range, and its log start and end could "
+                f"not be read ({exc.args[0].str()})"
+            ) from None
         if low <= next_offset and high < next_offset:
             raise UpstreamUnreadableError(
                 f"{upstream} does not hold {self.topic.source_topic} partition "

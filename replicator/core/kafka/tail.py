@@ -159,11 +159,14 @@ def scan_back(
     low: int,
     high: int,
     match: Callable[[Any], Match | None],
+    *,
+    below_high: bool = False,
 ) -> tuple[int, Match] | None:
     """The last message at or after ``low`` for which ``match(message)`` is not None,
     reading backwards in chunks from the end: (its offset, match result). The newest chunk
-    is read to the end of the partition, past ``high`` if the broker under-reports it."""
-    end: int | None = None
+    is read to the end of the partition, past ``high`` if the broker under-reports it;
+    with ``below_high``, only below ``high`` (a scan from a known offset down)."""
+    end: int | None = high if below_high else None
     top = high
     while top > low:
         start = max(low, top - TAIL_CHUNK)
