@@ -48,11 +48,25 @@ def relay_once(setup) -> int:
     return RelayService(setup.config, stop_at_end=True, handle_signals=False).run()
 
 
-def produce_values(bootstrap: str, topic: str, partition: int, values: list[bytes]) -> None:
+def produce_values(
+    bootstrap: str, topic: str, partition: int, values: list[bytes], _unique: object = None
+) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for value in values:
         producer.produce(topic, key=value, value=value, partition=partition)
     assert producer.flush(30) == 0
+
+
+def produce_in_a_transaction(
+    bootstrap: str, topic: str, partition: int, values: list[bytes], unique: Callable[[str], str]
+) -> None:
+    """``values`` in one committed transaction: its marker follows the last of them."""
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("tx")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for value in values:
+        producer.produce(topic, key=value, value=value, partition=partition)
+    producer.commit_transaction(30)
 
 
 def source_offsets_in(
@@ -261,12 +275,14 @@ def test_an_upstream_lacking_the_next_offset_is_waited_for_not_taken_for_data_lo
     assert relayed() == [*range(90), *range(100, 110)]
 
 
+@pytest.mark.parametrize("transactional", [False, True], ids=["plain", "transactional"])
 def test_upstreams_that_differ_halt_even_when_the_destination_holds_no_relayed_record(
-    local_stack, relay_setup, extra_broker
+    local_stack, relay_setup, extra_broker, unique, transactional
 ):
     """The destination's records are deleted (retention, DeleteRecords): the record the
-    relay wrote last cannot be compared, so the upstreams must agree on the record before
-    the next offset before the relay reads from another one."""
+    relay wrote last cannot be compared, so the upstreams must agree on the newest record
+    before the next offset before the relay reads from another one. Transactional, the
+    offset before the next holds a commit marker, not a record."""
     setup = relay_setup(
         sources=(UPSTREAM_B, SOURCE),
         mode="failover",
@@ -276,14 +292,17 @@ def test_upstreams_that_differ_halt_even_when_the_destination_holds_no_relayed_r
     b, a = extra_broker.bootstrap, local_stack.bootstrap(SOURCE)
     for bootstrap in (b, a):
         create_topic(bootstrap, setup.source, 1)
-    produce_values(b, setup.source, 0, [b"b %d" % i for i in range(20)])
+    produce = produce_in_a_transaction if transactional else produce_values
+    produce(b, setup.source, 0, [b"b %d" % i for i in range(20)], unique)
     assert relay_once(setup) == 0
     destination = local_stack.bootstrap(DESTINATION)
     admin = AdminClient({"bootstrap.servers": destination})
-    for future in admin.delete_records([TopicPartition(setup.destination, 0, 20)]).values():
+    end = 21 if transactional else 20
+    for future in admin.delete_records([TopicPartition(setup.destination, 0, end)]).values():
         future.result(30)
+    produce(a, setup.source, 0, [b"a %d" % i for i in range(20)], unique)
     # a holds other records, and far more of them: the relay leaves b for it (lag).
-    produce_values(a, setup.source, 0, [b"a %d" % i for i in range(200)])
+    produce_values(a, setup.source, 0, [b"a %d" % i for i in range(20, 200)])
 
     service = RelayService(setup.config, handle_signals=False)
     thread = background(service)
