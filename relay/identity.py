@@ -66,8 +66,9 @@ def origin_problem(recorded: str, relay: RelayConfig, where: str) -> str | None:
     )
 
 
-def check_identity(store: CheckpointStore, relay: RelayConfig) -> None:
-    """Record the origin at the first start; refuse a start under another one."""
+def check_identity(store: CheckpointStore, relay: RelayConfig) -> bool:
+    """Record the origin at the first start; refuse a start under another one. Whether
+    this relay ran before (its identity was recorded already)."""
     key = identity_key(relay.group_id)
     where = f"under key {key} in {store.topic}"
     raw = store.latest(key)
@@ -75,7 +76,8 @@ def check_identity(store: CheckpointStore, relay: RelayConfig) -> None:
         value = {"origin": relay.origin, "sources": list(relay.sources), "time": time.time()}
         store.put(key, json.dumps(value, separators=(",", ":")).encode())
         log.info("relay identity recorded: upstream offsets named %r %s", relay.origin, where)
-        return
+        return False
     problem = origin_problem(recorded_origin(raw, where), relay, where)
     if problem is not None:
         raise RelayIdentityError(problem)
+    return True

@@ -163,7 +163,7 @@ class RelayService:
                 "relay.checkpoint_partitions",
                 {"cleanup.policy": "compact"},
             )
-            check_identity(self.checkpoints, self.relay)
+            ran_before = check_identity(self.checkpoints, self.relay)
             ensure_service_topic(
                 admin,
                 self.relay.assignment_topic,
@@ -184,7 +184,12 @@ class RelayService:
                 f"Kafka of region {self.relay.destination} unreachable", exc.args[0]
             ) from None
         self._partitions = counts
-        self._first_counts = first_partition_counts(self.checkpoints, self.relay.group_id, counts)
+        self._first_counts = first_partition_counts(
+            self.checkpoints,
+            self.relay.group_id,
+            counts,
+            self._relayed_before if ran_before else None,
+        )
 
     def _refuse_loops(self, admin: AdminClient) -> None:
         """RelayLoopError if an upstream that answers is the destination's cluster and a
@@ -349,21 +354,29 @@ class RelayService:
             self.workers.own(self._owned_sources())
             self.metrics.owned.set(len(self.workers))
 
+    def _relayed_before(self, name: str, count: int) -> int:
+        """One more than the highest partition of ``name`` below ``count`` that holds a
+        checkpoint or provenance (0: none does)."""
+        for partition in reversed(range(count)):
+            if self._has_written(name, partition):
+                return partition + 1
+        return 0
+
+    def _has_written(self, name: str, partition: int) -> bool:
+        topic = self.topics[name]
+        target = WriteTarget(
+            SourcePartition(self.relay.origin, name, partition),
+            topic.destination,
+            partition if topic.destination_partition is None else topic.destination_partition,
+        )
+        return self.checkpoints.resume_point(target).next_source_offset is not None
+
     def _writes_into(self, name: str, have: int) -> bool:
         """Whether the relay already writes ``name`` into its destination (of ``have``
         partitions): a partition of it holds a checkpoint or provenance of the source (a
         source that grew while no relay ran then grows its destination at the restart,
         as while the relay runs; someone else's topic is never grown)."""
-        topic = self.topics[name]
-        for partition in range(have):
-            target = WriteTarget(
-                SourcePartition(self.relay.origin, name, partition),
-                topic.destination,
-                partition if topic.destination_partition is None else topic.destination_partition,
-            )
-            if self.checkpoints.resume_point(target).next_source_offset is not None:
-                return True
-        return False
+        return any(self._has_written(name, partition) for partition in range(have))
 
     def _follow_recreation(self) -> None:
         """Destination topics deleted and created again: their workers start again (see

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from relay.errors import RelayIdentityError
 from relay.identity import recorded_fields
@@ -43,20 +43,33 @@ def recorded_partitions(raw: bytes, where: str) -> int:
 
 
 def first_partition_counts(
-    store: CheckpointStore, group_id: str, counts: Mapping[str, int]
+    store: CheckpointStore,
+    group_id: str,
+    counts: Mapping[str, int],
+    relayed_before: Callable[[str, int], int] | None = None,
 ) -> dict[str, int]:
     """For each relayed topic (``counts``: its partitions now), how many partitions it had
-    when the relay first started relaying it; recorded now for a topic relayed for the
-    first time."""
+    when the relay first started relaying it; recorded now for a topic without a record.
+
+    ``relayed_before(topic, count)``, given when this relay ran before (its identity was
+    recorded earlier): one more than the highest partition below ``count`` that already
+    holds a checkpoint or provenance, 0 if none does. A topic a version without start
+    records relayed is then recorded with that many, not with today's count: partitions
+    added while no relay ran start at their beginning, as they would have with a record.
+    Without any (a topic new to this relay), today's count is its first."""
     first: dict[str, int] = {}
     for topic, count in sorted(counts.items()):
         key = start_key(group_id, topic)
         raw = store.latest(key)
-        if raw is None:
-            value = {"partitions": count, "time": time.time()}
-            store.put(key, json.dumps(value, separators=(",", ":")).encode())
-            log.info("first start of the relay of %s: %d partitions recorded", topic, count)
-            first[topic] = count
-        else:
+        if raw is not None:
             first[topic] = recorded_partitions(raw, f"under key {key} in {store.topic}")
+            continue
+        relayed = relayed_before(topic, count) if relayed_before is not None else 0
+        recorded = relayed or count
+        value = {"partitions": recorded, "time": time.time()}
+        store.put(key, json.dumps(value, separators=(",", ":")).encode())
+        log.info(
+            "relay of %s: its first %d partitions recorded as there from its start", topic, recorded
+        )
+        first[topic] = recorded
     return first

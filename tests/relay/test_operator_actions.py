@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from relay.errors import RelayIdentityError
 from relay.service import RelayService
-from relay.start_points import recorded_partitions
+from relay.start_points import first_partition_counts, recorded_partitions
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import await_leaders
 from tests.fixtures.independent import read_partition
@@ -98,6 +98,41 @@ def test_a_start_record_that_cannot_be_read_is_refused_naming_it():
     for raw in (b"[", b'{"partitions": "4"}', b'{"partitions": -1}', b"{}"):
         with pytest.raises(RelayIdentityError, match="relay record here"):
             recorded_partitions(raw, "here")
+
+
+class RecordsBesideCheckpoints:
+    """The two calls start records make of the checkpoint store, in memory."""
+
+    topic = "checkpoints"
+
+    def __init__(self) -> None:
+        self.records: dict[str, bytes] = {}
+
+    def latest(self, key: str) -> bytes | None:
+        return self.records.get(key)
+
+    def put(self, key: str, value: bytes) -> None:
+        self.records[key] = value
+
+
+def test_start_records_name_the_partitions_there_at_the_relay_s_first_start():
+    store = RecordsBesideCheckpoints()
+    first = first_partition_counts(store, "g", {"new": 4})  # type: ignore[arg-type]
+    assert first == {"new": 4}
+    # Recorded: later starts keep the first count, however the topic grew.
+    assert first_partition_counts(store, "g", {"new": 6}) == {"new": 4}  # type: ignore[arg-type]
+    # A relay that ran before start records existed: partitions up to the highest one
+    # it wrote count as there from the start, those added since begin at their start.
+    upgraded = first_partition_counts(
+        store,  # type: ignore[arg-type]
+        "g",
+        {"old": 6},
+        lambda topic, count: 3,
+    )
+    assert upgraded == {"old": 3}
+    # ... and a topic new to a relay that ran before: today's count.
+    added = first_partition_counts(store, "g", {"added": 5}, lambda t, c: 0)  # type: ignore[arg-type]
+    assert added == {"added": 5}
 
 
 def test_a_latest_start_is_kept_across_a_restart_before_the_first_record(
