@@ -18,12 +18,13 @@ the group still gives the partition to this instance, re-opening the writer, whi
 resumes from the destination.
 
 What counts: a thread of its own ticks every :data:`TICK` seconds. A gap between two ticks
-longer than :data:`STEADY` (the heartbeat interval) is late; a *stall* runs from the last
-tick before a late gap to the end of the last late gap after which the process ticked on
-time for :data:`STEADY` again (late gaps with shorter runs between them chain into one
-stall: a run too short to be sure a heartbeat went out proves nothing). A stall longer
-than :data:`FREEZE_LIMIT` is a freeze. The check also sees a stall in progress (the ticker
-not yet run since the thaw), whichever thread runs first.
+longer than :data:`LATE` (two heartbeat intervals) is late: CPU starvation, however long,
+delays ticks less (measured, below). A *stall* runs from the last tick before a late gap
+to the end of the last late gap after which the process ran without one for
+:data:`STEADY` (the heartbeat interval) again (late gaps with shorter runs between them
+chain into one stall: a run too short to be sure a heartbeat went out proves nothing). A
+stall longer than :data:`FREEZE_LIMIT` is a freeze. The check also sees a stall in
+progress (the ticker not yet run since the thaw), whichever thread runs first.
 
 The limit, and why it is safe (the invariant: a writer never begins or commits after the
 group could have moved its partition, as far as this process can see):
@@ -80,8 +81,12 @@ COMMIT_MARGIN = 1.5
 """Time allowed between a passed check and its begin or commit reaching the broker."""
 TICK = 0.1
 STEADY = HEARTBEAT_SECONDS
-"""A gap between ticks longer than this is late; after a stall, the process must tick on
-time this long before a new late gap starts a new stall rather than extending it."""
+"""After a stall, the process must tick on time this long before a new late gap starts a
+new stall rather than extending it."""
+LATE = 2 * HEARTBEAT_SECONDS
+"""A gap between ticks longer than this is late: two heartbeat intervals. CPU starvation
+delays ticks by at most 0.6 s (measured, below) while librdkafka's threads go on
+heartbeating; a gap that short, however often it recurs, is no stall."""
 
 
 def freeze_limit(
@@ -123,11 +128,13 @@ class Stall:
         return self.last_late - self.began
 
 
-def after_tick(stall: Stall | None, last_tick: float, now: float, steady: float) -> Stall | None:
+def after_tick(
+    stall: Stall | None, last_tick: float, now: float, steady: float, late: float = LATE
+) -> Stall | None:
     """The stall after a tick at ``now``, the one before at ``last_tick``: extended by a
-    late gap, over once the process ticked on time for ``steady`` since its last late
-    gap, else unchanged. Pure."""
-    if now - last_tick > steady:
+    gap longer than ``late``, over once the process ticked without one for ``steady``
+    since its last late gap, else unchanged. Pure."""
+    if now - last_tick > late:
         return Stall(stall.began if stall is not None else last_tick, now)
     if stall is not None and now - stall.last_late >= steady:
         return None
@@ -141,13 +148,13 @@ def freeze_since(
     last_freeze: Freeze | None,
     limit: float,
     stall: Stall | None = None,
-    steady: float = STEADY,
+    late: float = LATE,
 ) -> Freeze | None:
     """The freeze that ended after ``since`` (monotonic), if any: the one in progress
     (a late gap up to ``now`` that makes the current stall longer than ``limit``) or the
     last one recorded. Only the last recorded freeze is needed: an earlier one ended
     earlier still. Pure."""
-    if now - last_tick > steady:
+    if now - last_tick > late:
         began = stall.began if stall is not None else last_tick
         if now - began > limit:
             return Freeze(now, now - began)
@@ -161,10 +168,17 @@ class FreezeWatch:
     records the current stall and the last freeze it saw."""
 
     def __init__(
-        self, limit: float = FREEZE_LIMIT, tick: float = TICK, steady: float = STEADY
+        self,
+        limit: float = FREEZE_LIMIT,
+        tick: float = TICK,
+        steady: float = STEADY,
+        late: float = LATE,
     ) -> None:
-        if not tick < steady < limit:
-            raise ValueError(f"need tick < steady < limit, not {tick:g}, {steady:g}, {limit:g}")
+        if not tick < steady <= late < limit:
+            raise ValueError(
+                f"need tick < steady <= late < limit, not {tick:g}, {steady:g}, {late:g}, {limit:g}"
+            )
+        self._late = late
         self.limit = limit
         self._tick = tick
         self._steady = steady
@@ -185,7 +199,7 @@ class FreezeWatch:
                 self._last_freeze,
                 self.limit,
                 self._stall,
-                self._steady,
+                self._late,
             )
 
     def _run(self) -> None:
@@ -194,7 +208,7 @@ class FreezeWatch:
             now = time.monotonic()
             with self._lock:
                 gap = now - self._last_tick
-                stall = after_tick(self._stall, self._last_tick, now, self._steady)
+                stall = after_tick(self._stall, self._last_tick, now, self._steady, self._late)
                 self._stall, self._last_tick = stall, now
                 if stall is None or stall.last_late != now:
                     continue

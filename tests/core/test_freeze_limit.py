@@ -80,7 +80,7 @@ def production_writer(local_stack, unique):
 @pytest.mark.parametrize("pause", PAUSES)
 def test_a_pause_the_group_outlives_leaves_the_writer_writing(production_writer, pause):
     bootstrap, destination, open_writer = production_writer
-    watch, strict = FreezeWatch(), FreezeWatch(limit=STRICT_LIMIT)
+    watch, strict = FreezeWatch(), FreezeWatch(limit=STRICT_LIMIT, late=STEADY)
     writer = open_writer(watch)
     opened = writer._opened_at
     writer.write(table(0, 1500))

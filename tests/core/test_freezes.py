@@ -20,6 +20,8 @@ from replicator.core.freezes import (
     FREEZE_LIMIT,
     GROUP_SESSION_SECONDS,
     HEARTBEAT_SECONDS,
+    LATE,
+    STEADY,
     Freeze,
     FreezeWatch,
     Stall,
@@ -74,11 +76,11 @@ def test_the_limit_leaves_a_heartbeat_and_the_margin_inside_the_group_session():
         freeze_limit(2.0)
 
 
-def stall_after(ticks: list[float], steady: float = 0.5) -> Stall | None:
+def stall_after(ticks: list[float], steady: float = 0.5, late: float = 0.5) -> Stall | None:
     """The stall once the ticker has ticked at each of ``ticks`` in turn."""
     stall = None
     for last, now in pairwise(ticks):
-        stall = after_tick(stall, last, now, steady)
+        stall = after_tick(stall, last, now, steady, late)
     return stall
 
 
@@ -108,21 +110,29 @@ def test_late_gaps_with_short_runs_between_chain_into_one_stall():
     assert apart.seconds < FREEZE_LIMIT
 
 
+def test_cpu_starvation_however_long_is_no_stall():
+    """Ticks 0.6 s apart for a minute (the most a CPU hog delayed them, while librdkafka's
+    threads went on heartbeating) at the services' settings: no stall, no freeze."""
+    starved = every(0.0, 60.0, 0.6)
+    assert stall_after(starved, STEADY, LATE) is None
+    assert freeze_since(0.0, 60.5, 60.0, None, limit=FREEZE_LIMIT) is None
+
+
 def test_a_stall_in_progress_counts_from_where_it_began():
     stall = Stall(began=1.0, last_late=4.0)
     # 0.2 s on time after the first late gap, then nothing since 4.2: 5 s of stall by 6.0
-    assert freeze_since(0.0, 6.0, 4.2, None, limit=4, stall=stall) == Freeze(6.0, 5.0)
+    assert freeze_since(0.0, 6.0, 4.2, None, limit=4, stall=stall, late=0.5) == Freeze(6.0, 5.0)
     # without the stall before it the same gap is short
-    assert freeze_since(0.0, 6.0, 4.2, None, limit=4) is None
+    assert freeze_since(0.0, 6.0, 4.2, None, limit=4, late=0.5) is None
     # on time now: the stall so far (3 s) is within the limit
-    assert freeze_since(0.0, 4.3, 4.2, None, limit=4, stall=stall) is None
+    assert freeze_since(0.0, 4.3, 4.2, None, limit=4, stall=stall, late=0.5) is None
 
 
 # -- a real freeze ------------------------------------------------------------------------
 
 
 def test_the_watch_sees_a_real_freeze_and_only_after_it_began():
-    watch = FreezeWatch(limit=LIMIT, tick=0.05)
+    watch = FreezeWatch(limit=LIMIT, tick=0.05, late=0.5)
     before = time.monotonic()
     time.sleep(0.3)
     assert watch.frozen_since(before) is None
@@ -137,7 +147,7 @@ def test_the_watch_sees_a_real_freeze_and_only_after_it_began():
 def writer_setup(local_stack, unique):
     where = writer_destination(local_stack, unique)
     group = unique("g")
-    watch = FreezeWatch(limit=LIMIT, tick=0.05)
+    watch = FreezeWatch(limit=LIMIT, tick=0.05, late=0.5)
 
     def open_writer() -> tuple[PartitionWriter, int | None]:
         writer = PartitionWriter(
