@@ -115,6 +115,8 @@ def test_cpu_starvation_however_long_is_no_stall():
     threads went on heartbeating) at the services' settings: no stall, no freeze."""
     starved = every(0.0, 60.0, 0.6)
     assert stall_after(starved, STEADY, LATE) is None
+    # The former rule (late past one heartbeat interval) chained them into a minute.
+    assert stall_after(starved, STEADY, STEADY) == Stall(began=0.0, last_late=60.0)
     assert freeze_since(0.0, 60.5, 60.0, None, limit=FREEZE_LIMIT) is None
 
 
