@@ -102,7 +102,7 @@ def test_a_writer_reopening_on_a_recreated_destination_replays_from_the_export_s
     service = IngressService(config, handle_signals=False)
     alone = watch == "put-off"
     if alone:  # its first look remembers the ids; the next one is an hour away
-        service._recreation = RecreationWatch(service.checkpoints.topic_id, interval=3600)
+        service._recreation = RecreationWatch(service.checkpoints.topic_ids, interval=3600)
     runner = threading.Thread(target=service.run, daemon=True)
     runner.start()
     try:
