@@ -30,6 +30,7 @@ from tests.fixtures.independent import group_member, read_partition, watermarks
 from tests.fixtures.ingress import segment_batch
 from tests.fixtures.records import plain, produce_every_shape, to_batch
 from tests.fixtures.relay import create_topic as create_kafka_topic
+from tests.fixtures.restore import Archive
 from tests.fixtures.spark import kill_group
 from tests.fixtures.stack import DESTINATION, SOURCE
 
@@ -277,14 +278,9 @@ def test_a_topic_holding_other_records_is_refused_unless_appending(
     assert values[0] == b"someone else's" and len(values) == 6
 
 
-def test_a_restore_beside_ingress_is_refused_and_append_waits_for_ingress_to_stop(
-    archive, spark, local_stack, unique
-):
-    # Ingress replays the topic into its destination in the region restore defaults to.
-    store = archive()
-    store.put(0, segment_batch(0, 10), 0, 9)
-    store.describe(1, {0: 0})
-    group, checkpoints = unique("ingress"), unique("checkpoints")
+def add_ingress(store: Archive, group: str, checkpoints: str, sources: str = "") -> None:
+    """An ``[ingress]`` section writing into the restore's default region, in the
+    archive's config (reloaded)."""
     store.path.write_text(
         store.path.read_text()
         + f"""
@@ -293,9 +289,20 @@ region = "{DESTINATION}"
 group_id = "{group}"
 checkpoint_topic = "{checkpoints}"
 checkpoint_partitions = 2
-"""
+{sources}"""
     )
     store.config = load_config(store.path)
+
+
+def test_a_restore_beside_ingress_is_refused_and_append_waits_for_ingress_to_stop(
+    archive, spark, local_stack, unique
+):
+    # Ingress replays the topic into its destination in the region restore defaults to.
+    store = archive()
+    store.put(0, segment_batch(0, 10), 0, 9)
+    store.describe(1, {0: 0})
+    group, checkpoints = unique("ingress"), unique("checkpoints")
+    add_ingress(store, group, checkpoints)
     kafka = {"bootstrap.servers": local_stack.bootstrap(DESTINATION)}
     create_kafka_topic(kafka["bootstrap.servers"], checkpoints, 2)
     create_kafka_topic(kafka["bootstrap.servers"], store.topic, 1)
@@ -409,21 +416,16 @@ def test_a_restore_beside_ingress_is_refused_before_ingress_wrote_anything(
     store.put(0, segment_batch(0, 5), 0, 4)
     store.describe(1, {0: 0})
     group, checkpoints = unique("ingress"), unique("checkpoints")
-    store.path.write_text(
-        store.path.read_text()
-        + f"""
-[ingress]
-region = "{DESTINATION}"
-group_id = "{group}"
-checkpoint_topic = "{checkpoints}"
-checkpoint_partitions = 2
-[[ingress.sources]]
+    add_ingress(
+        store,
+        group,
+        checkpoints,
+        f"""[[ingress.sources]]
 region = "{SOURCE}"
 topic_pattern = "{store.topic.rsplit("-", 1)[0]}-[0-9]+"
 destination_topic = "{{topic}}"
-"""
+""",
     )
-    store.config = load_config(store.path)
     bootstrap = local_stack.bootstrap(DESTINATION)
     create_kafka_topic(bootstrap, checkpoints, 2)
     create_kafka_topic(bootstrap, store.topic, 1)
