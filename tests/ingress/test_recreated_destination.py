@@ -134,7 +134,11 @@ def test_a_writer_reopening_on_a_recreated_destination_replays_from_the_export_s
             "the records exported after the re-creation were not replayed",
             timeout=90,
         )
-        now = service.workers.get(provenance.SourcePartition(SOURCE, topic, 0))
+        # As shipped, the service's own look at topic ids may be starting the partition's
+        # worker again at this moment (stopped, not yet replaced): wait for the one owning it.
+        key = provenance.SourcePartition(SOURCE, topic, 0)
+        wait_for(lambda: service.workers.get(key) is not None, "a worker owning the partition")
+        now = service.workers.get(key)
     finally:
         service.request_stop()
         runner.join(60)
