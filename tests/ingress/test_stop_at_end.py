@@ -26,11 +26,14 @@ def test_a_rebalance_during_a_stop_at_end_run_does_not_end_it_early(
     local_stack, ingress_setup, tmp_path
 ):
     segments = 5 * SEGMENTS
-    # 60,000 records per partition at 15,000 a second: the instance's share after the
-    # first rebalance cannot be done before the joining member has left.
+    # 60,000 records per partition at 3,000 a second while the gate is there (20 s: the
+    # instance's share after the first rebalance is not done before the joining member
+    # has left, however loaded the machine), at full speed once the test removes it.
+    gate = tmp_path / "paced"
+    gate.touch()
     setup = ingress_setup(
         'filters = [{ plugin = "tests.fixtures.filter_plugins:paced",'
-        " config = { records_per_second = 15000 } }]\n"
+        f' config = {{ records_per_second = 3000, while_exists = "{gate}" }} }}]\n'
     )
     fill(setup, segments)
     log = tmp_path / "ingress.log"
@@ -50,6 +53,7 @@ def test_a_rebalance_during_a_stop_at_end_run_does_not_end_it_early(
         assert ends < PARTITIONS * segments * PER_SEGMENT, (
             "the replay ended before the rebalance: the test showed nothing"
         )
+        gate.unlink()
         assert instance.wait(240) == 0, log.read_text()[-3000:]
     finally:
         if instance.poll() is None:

@@ -97,11 +97,14 @@ def test_a_rebalance_during_a_stop_at_end_run_does_not_end_it_early(
     local_stack, relay_setup, tmp_path
 ):
     records = 200_000
-    # 50,000 records per partition at 10,000 a second: the relay's share after the first
-    # rebalance cannot be done before the joining member has left.
+    # 50,000 records per partition at 2,000 a second while the gate is there (25 s: the
+    # relay's share after the first rebalance is not done before the joining member has
+    # left, however loaded the machine), at full speed once the test removes it.
+    gate = tmp_path / "paced"
+    gate.touch()
     setup = relay_setup(
         topic_options='filters = [{ plugin = "tests.fixtures.filter_plugins:paced",'
-        " config = { records_per_second = 10000 } }]"
+        f' config = {{ records_per_second = 2000, while_exists = "{gate}" }} }}]'
     )
     create_topic(local_stack.bootstrap(SOURCE), setup.source, PARTITIONS)
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE), "linger.ms": 20})
@@ -127,6 +130,7 @@ def test_a_rebalance_during_a_stop_at_end_run_does_not_end_it_early(
         assert relayed_so_far(local_stack, setup.destination) < records, (
             "the relay ended before the rebalance: the test showed nothing"
         )
+        gate.unlink()
         assert relay.wait(240) == 0, log.read_text()[-3000:]
     finally:
         if relay.poll() is None:
