@@ -100,9 +100,7 @@ def test_egress_generations_skip_only_the_topic_of_an_unreadable_descriptor(capl
     good = topic_descriptor_s3_key("data", "east", "orders")
     store = store_of({bad: DEEP, good: b'{"topic_id": "exported"}'})
     ids = _Ids({"bad": "b1", "orders": "recreated"})
-    generations = TopicGenerations(
-        unreachable_egress_config(), cast(SourceCatalog, ids), store
-    )
+    generations = TopicGenerations(unreachable_egress_config(), cast(SourceCatalog, ids), store)
     with caplog.at_level(logging.WARNING):
         assert generations.check(["bad", "orders"], force=True) == {"orders"}
     assert any(bad in r.getMessage() for r in caplog.records), caplog.text
