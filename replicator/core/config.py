@@ -513,7 +513,8 @@ class IngressSource(_Model):
     it is lost, however many events arrive meanwhile."""
     max_topics: PositiveInt = 100
     """With ``topic_pattern``: at most this many matching topics are replayed, those
-    replayed already first, then by name; one past it is not, with an ERROR naming it.
+    replayed already first, then by name; one past it is not, with an ERROR naming it
+    (a source naming one topic ignores it).
     Anyone who can write to the bucket can make topic directories, each a destination
     topic and a worker per partition."""
 
@@ -521,8 +522,6 @@ class IngressSource(_Model):
     def _check_topic(self) -> IngressSource:
         if bool(self.topic) == bool(self.topic_pattern):
             raise ValueError("name exactly one of topic and topic_pattern")
-        if self.topic and "max_topics" in self.model_fields_set:
-            raise ValueError("max_topics is for a topic_pattern source")
         template = self.destination_topic
         if self.topic_pattern and template is not None and TOPIC_PLACEHOLDER not in template:
             raise ValueError(

@@ -120,8 +120,8 @@ def test_a_named_topic_does_not_count_against_a_pattern():
     assert [s.topic for s in found] == ["app.a", "app.b", "app.c"] and past == {}
 
 
-def test_max_topics_has_a_default_and_belongs_to_patterns():
+def test_max_topics_has_a_default_and_must_be_positive():
     ingress = ingress_config(PATTERN.replace("max_topics = 2\n", ""))
     assert ingress.sources[0].max_topics == 100
-    with pytest.raises(ConfigError, match="max_topics is for a topic_pattern source"):
-        ingress_config('[[ingress.sources]]\nregion = "east"\ntopic = "a"\nmax_topics = 3\n')
+    with pytest.raises(ConfigError, match="max_topics"):
+        ingress_config(PATTERN.replace("max_topics = 2", "max_topics = 0"))
