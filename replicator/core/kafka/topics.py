@@ -241,14 +241,15 @@ def prepare_destination(
         for name in refused:
             log.warning(
                 "destination topic %s is created without %s = %s that the descriptor of %s "
-                "asks for (it would delete data sooner); with %s = %s instead (set it by hand "
-                "if meant)",
+                "asks for (it would delete data sooner); with %s = %s instead%s (set it by "
+                "hand if meant)",
                 topic,
                 name,
                 str(configs.get(name))[:40],
                 source,
                 name,
                 kept[name],
+                " and unlimited retention" if name == "cleanup.policy" else "",
             )
         log.info(
             "created destination topic %s for %s: %d partitions, configs %s",
