@@ -16,10 +16,10 @@ import logging
 import time
 
 from egress.catalog import SourceCatalog
-from replicator.core.aws.errors import ObjectNotFoundError
+from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
-from replicator.core.segments.descriptor import recorded_topic_id, recreated
+from replicator.core.segments.descriptor import UNUSABLE_OBJECT, recorded_topic_id, recreated
 from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 
@@ -75,6 +75,13 @@ class TopicGenerations:
         try:
             return recorded_topic_id(self._store.get_json(key))
         except ObjectNotFoundError:
+            return None
+        except StorageError as exc:
+            if exc.operation not in UNUSABLE_OBJECT:
+                raise
+            # Not egress's own writing: this topic's generation is the one seen now (its
+            # descriptor is written again), and the other topics are still checked.
+            log.warning("ignoring the topic id recorded in the bucket: %s", exc)
             return None
 
     def _report(self, topic: str) -> None:

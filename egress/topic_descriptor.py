@@ -25,11 +25,11 @@ from typing import Any
 from egress.catalog import SourceCatalog
 from egress.driver_state import DriverState
 from egress.generations import TopicGenerations
-from replicator.core.aws.errors import ObjectNotFoundError
+from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.kafka.errors import BrokerError
-from replicator.core.segments.descriptor import describe, export_starts
+from replicator.core.segments.descriptor import UNUSABLE_OBJECT, describe, export_starts
 from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.selection import lowest_start
@@ -115,7 +115,9 @@ class DescriptorPublisher:
             return export_starts(self._store.get_json(key), key) or {}
         except ObjectNotFoundError:
             return {}
-        except DescriptorError as exc:  # not egress's own writing: found again by listing
+        except (DescriptorError, StorageError) as exc:  # not egress's own: found by listing
+            if isinstance(exc, StorageError) and exc.operation not in UNUSABLE_OBJECT:
+                raise
             log.warning("ignoring the export starts recorded in the bucket: %s", exc)
             return {}
 

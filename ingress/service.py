@@ -23,7 +23,7 @@ from ingress.group_sync import group_sync as make_group_sync
 from ingress.metrics import IngressMetrics
 from ingress.segment_events import SegmentEvent
 from ingress.siblings import START_TOGETHER_TIMEOUT, InstanceMembers
-from ingress.sources import concrete_sources
+from ingress.sources import bounded_sources
 from ingress.sqs_bridge import SqsBridge
 from ingress.worker import ExportStart, PartitionWorker
 from replicator.core.aws.errors import StorageError
@@ -48,6 +48,7 @@ from replicator.core.segments.descriptor import read_descriptor
 from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.store import SegmentStore
 from replicator.core.signals import stop_on_signals
+from replicator.core.untrusted_text import escape
 from replicator.core.workers import STOP_AT_END_SETTLE, GroupShare, WorkerPool, WriterSlots
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,8 @@ class IngressService:
         self._synced_configs: dict[tuple[str, str], dict[str, str]] = {}
         self._refused: dict[tuple[str, str], str] = {}
         """Sources whose destination could not be prepared, with why (no workers)."""
+        self._past_bound: dict[tuple[str, str], str] = {}
+        """Topics a pattern matches past its ``max_topics``, with why (no workers)."""
         self._owned_events: set[int] = set()
         self._first_share_at: float | None = None
         """In a multi-process instance, while the first share's workers wait for the
@@ -175,6 +178,9 @@ class IngressService:
             f"{source.region}/{source.topic}",
             may_grow=lambda have: self._writes_into(source, have),
             growth_limit=lambda: self._listed_partitions(source),
+            floors=True,
+            # Created from these configs (refusals warned about then): nothing to follow.
+            created=lambda: self._synced_configs.__setitem__(key, configs),
         )
         if configs and self._synced_configs.get(key) != configs:
             refused = self.metrics.configs_refused
@@ -196,11 +202,21 @@ class IngressService:
 
     def _resolve_sources(self) -> list[IngressSource]:
         """The concrete sources now: named ones, and the bucket's topics matching
-        patterns (the last known ones if the bucket does not answer)."""
+        patterns (the last known ones if the bucket does not answer); a topic past its
+        pattern's ``max_topics`` is reported once and counts as not replayed."""
+        replaying = {(s.region, s.topic) for s in self.sources}
         try:
-            self.sources = concrete_sources(self.ingress, self.store.list_topics)
+            self.sources, past_bound = bounded_sources(
+                self.ingress, self.store.list_topics, replaying
+            )
         except StorageError as exc:
             log.warning("cannot list source topics: %s", exc)
+            return self.sources
+        for region, topic in sorted(past_bound.keys() - self._past_bound.keys()):
+            log.error(
+                "%s/%s is not replayed: %s", region, escape(topic), past_bound[(region, topic)]
+            )
+        self._past_bound = past_bound
         return self.sources
 
     def _filter_chain(self, region: str, topic: str) -> FilterChain:
@@ -378,7 +394,8 @@ class IngressService:
         finally:
             # Before close(): its revoke callback stops and forgets the workers.
             halted = self.workers.halted() + [
-                f"{region}/{topic}: {reason}" for (region, topic), reason in self._refused.items()
+                f"{region}/{escape(topic)}: {reason}"
+                for (region, topic), reason in {**self._refused, **self._past_bound}.items()
             ]
             consumer.close()
             self.workers.stop()

@@ -269,7 +269,9 @@ class RestoreJob:
             self._refuse_beside_services(topic)
             if topic.into_topic in existing:
                 self._refuse_foreign_records(topic)
-            prepare_destination(admin, topic.into_topic, topic.partitions, topic.configs, source)
+            prepare_destination(
+                admin, topic.into_topic, topic.partitions, topic.configs, source, floors=True
+            )
 
     def _refuse_beside_services(self, topic: TopicPlan) -> None:
         """Refuse, even with ``--append``, a destination topic that ingress or the relay

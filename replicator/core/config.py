@@ -511,6 +511,12 @@ class IngressSource(_Model):
     lost_segment_timeout: Duration = 3600.0
     """How long a missing segment (or start) is waited for, from its first miss, before
     it is lost, however many events arrive meanwhile."""
+    max_topics: PositiveInt = 100
+    """With ``topic_pattern``: at most this many matching topics are replayed, those
+    replayed already first, then by name; one past it is not, with an ERROR naming it
+    (a source naming one topic ignores it).
+    Anyone who can write to the bucket can make topic directories, each a destination
+    topic and a worker per partition."""
 
     @model_validator(mode="after")
     def _check_topic(self) -> IngressSource:

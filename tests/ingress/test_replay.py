@@ -68,9 +68,15 @@ def test_a_record_a_compacted_destination_refuses_halts_its_partition_naming_it(
     local_stack, ingress_setup, caplog
 ):
     """Kafka refuses a record without a key for a compacted topic, every time: the
-    partition halts naming the record, after the records before it, instead of retrying."""
+    partition halts naming the record, after the records before it, instead of retrying.
+    (A descriptor no longer makes a new destination compacted: an operator does, by hand.)"""
+    from confluent_kafka.admin import NewTopic
+
     setup = ingress_setup()
     setup.put_descriptor(2, {"cleanup.policy": "compact"})
+    compacted = NewTopic(setup.destination, 2, config={"cleanup.policy": "compact"})
+    admin = local_stack.admin(DESTINATION)
+    admin.create_topics([compacted])[setup.destination].result(timeout=30)
     setup.put_segment(0, 0, 9, segment_batch(0, 10))  # keyed: replays
     keyless = every_shape(start=0)  # offset 1 has no key
     setup.put_segment(1, 0, 9, to_batch(keyless))

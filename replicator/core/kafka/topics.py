@@ -16,15 +16,25 @@ topic would move their keys.
 
 Configs come from a topic descriptor, which anyone who can write to the bucket can write:
 a change that would delete data of an existing destination sooner (a lower
-``retention.ms``, ``retention.bytes``, ``delete.retention.ms`` or
-``min.compaction.lag.ms``; another ``cleanup.policy``) is never made automatically
-(:func:`unsafe_changes`): it is logged as a WARNING naming the config and left to an
-operator. Raising them, and every other copied config, still follows the source.
+``retention.ms``, ``retention.bytes``, ``delete.retention.ms``, ``min.compaction.lag.ms``,
+``max.compaction.lag.ms`` or ``min.cleanable.dirty.ratio``; another ``cleanup.policy``)
+is never made automatically (:func:`unsafe_changes`): it is logged as a WARNING naming the
+config and left to an operator. Raising them, and every other copied config, still follows
+the source.
+
+A destination created from a descriptor gets the same floors (:func:`new_topic_configs`):
+it is created as if it existed with Kafka's defaults (:data:`NEW_TOPIC_FLOORS`), which a
+descriptor may raise but never lower; a refused ``cleanup.policy`` (compaction) makes the
+topic keep everything instead (unlimited retention: a superset of what compaction keeps).
+Each refusal is a WARNING naming the topic and the config; an operator who means it sets
+it by hand. (The relay copies configs from the source cluster itself, not from a bucket,
+and takes them as they are.)
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 
 from confluent_kafka import KafkaException
@@ -42,6 +52,17 @@ from replicator.core.kafka.errors import BrokerError, DestinationTopicError
 log = logging.getLogger(__name__)
 
 COPIED_CONFIGS = (
+    # An allow-list, where MirrorMaker 2 copies every config but an exclusion list
+    # (DefaultConfigPropertyFilter: min.insync.replicas, unclean.leader.election.enable,
+    # the replication throttles, message.timestamp.type and its difference limit). MM2 reads
+    # configs from the source cluster, which it trusts; these come from a topic descriptor,
+    # which anyone who can write to the bucket can forge. An exclusion list would let a
+    # forger set every config it misses, and each one a broker version adds (segment.ms=1,
+    # local.retention.ms, remote.storage.enable, file.delete.delay.ms, placement and quota
+    # configs). MM2's exclusions themselves describe the source cluster (durability,
+    # elections, throttles), not the data, and are left out here as well. What is copied:
+    # the configs that describe the data, each value checked
+    # (replicator.core.segments.descriptor) and the ones that delete data kept to floors.
     "cleanup.policy",
     "retention.ms",
     "retention.bytes",
@@ -91,9 +112,16 @@ def config_changes(current: Mapping[str, str], wanted: Mapping[str, str]) -> dic
     return {k: v for k, v in sorted(wanted.items()) if current.get(k) != v}
 
 
-NEVER_LOWERED = ("retention.ms", "retention.bytes", "delete.retention.ms", "min.compaction.lag.ms")
-"""Lowering any of these on an existing topic deletes data (or tombstones) sooner; -1 is
-unlimited where Kafka allows it."""
+NEVER_LOWERED = (
+    "retention.ms",
+    "retention.bytes",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio",
+)
+"""Lowering any of these deletes data (or tombstones, or records a key's later record
+replaces) sooner; -1 is unlimited where Kafka allows it."""
 NEVER_CHANGED = ("cleanup.policy",)
 """``delete`` to ``compact`` removes every record but a key's last; the other way round
 lets retention delete what compaction kept."""
@@ -112,13 +140,53 @@ def unsafe_changes(current: Mapping[str, str | None], changes: Mapping[str, str]
 
 def _at_least(new: str, old: str | None) -> bool:
     """Whether limit ``new`` keeps at least what ``old`` keeps (-1: unlimited)."""
-    try:
-        new_value, old_value = int(new), int(old or "")
-    except ValueError:
+    new_value, old_value = _number(new), _number(old or "")
+    if new_value is None or old_value is None:
         return False
     if old_value < 0:
         return new_value < 0
     return new_value < 0 or new_value >= old_value
+
+
+def _number(text: str) -> int | float | None:
+    """A config's value as a number (an integer exactly; a ratio as a float); None when
+    it is none or not finite."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+NEW_TOPIC_FLOORS = {
+    "cleanup.policy": "delete",
+    "retention.ms": "604800000",
+    "retention.bytes": "-1",
+    "delete.retention.ms": "86400000",
+    "min.compaction.lag.ms": "0",
+    "max.compaction.lag.ms": "9223372036854775807",
+    "min.cleanable.dirty.ratio": "0.5",
+}
+"""Kafka's defaults of the configs that delete data: what a destination created from a
+descriptor is treated as having, so that :func:`unsafe_changes` refuses lowering them as
+it does for an existing topic (7 days' retention, no size limit, tombstones kept a day)."""
+KEEP_EVERYTHING = {"retention.ms": "-1", "retention.bytes": "-1"}
+"""Instead of a refused ``cleanup.policy``: compaction keeps a subset of everything."""
+
+
+def new_topic_configs(source_configs: Mapping[str, object]) -> tuple[dict[str, str], list[str]]:
+    """The configs to create a destination with from a descriptor's ``source_configs``
+    (see the module docstring), and the names of those refused. Pure."""
+    wanted = destination_configs(source_configs)
+    refused = unsafe_changes(NEW_TOPIC_FLOORS, config_changes(NEW_TOPIC_FLOORS, wanted))
+    configs = {**wanted, **{name: NEW_TOPIC_FLOORS[name] for name in refused}}
+    if "cleanup.policy" in refused:
+        configs.update(KEEP_EVERYTHING)
+    return configs, refused
 
 
 def prepare_destination(
@@ -130,14 +198,17 @@ def prepare_destination(
     *,
     may_grow: Callable[[int], bool] = lambda _have: False,
     growth_limit: Callable[[], int] | None = None,
+    floors: bool = False,
+    created: Callable[[], None] = lambda: None,
 ) -> int:
     """Create ``topic`` with ``partitions`` and the destination configs of the source's
-    ``configs`` when missing. When it exists with fewer partitions: add them if
-    ``may_grow(partitions it has)`` (the replicator already writes it), else raise
-    :class:`DestinationTopicError`; growth stops at ``growth_limit()`` when given (the
-    partitions the bucket holds segments of: a descriptor alone does not grow a live
-    topic). ``source`` names where the records come from. Returns how many of the
-    source's partitions the destination takes now."""
+    ``configs`` when missing (with ``floors``, configs from a descriptor: no lower than
+    :func:`new_topic_configs` allows; ``created()`` is called once it is). When it exists
+    with fewer partitions: add them if ``may_grow(partitions it has)`` (the replicator
+    already writes it), else raise :class:`DestinationTopicError`; growth stops at
+    ``growth_limit()`` when given (the partitions the bucket holds segments of: a
+    descriptor alone does not grow a live topic). ``source`` names where the records come
+    from. Returns how many of the source's partitions the destination takes now."""
     metadata = admin.list_topics(timeout=ADMIN_TIMEOUT)
     existing = metadata.topics.get(topic)
     refuse_if_unauthorized(existing, topic)
@@ -165,8 +236,21 @@ def prepare_destination(
         if target > have:
             grow(admin, topic, have, target, source)
         return max(have, target)
-    kept = destination_configs(configs)
+    kept, refused = new_topic_configs(configs) if floors else (destination_configs(configs), [])
     if ensure_topic(admin, topic, partitions, kept):
+        for name in refused:
+            log.warning(
+                "destination topic %s is created without %s = %s that the descriptor of %s "
+                "asks for (it would delete data sooner); with %s = %s instead%s (set it by "
+                "hand if meant)",
+                topic,
+                name,
+                str(configs.get(name))[:40],
+                source,
+                name,
+                kept[name],
+                " and unlimited retention" if name == "cleanup.policy" else "",
+            )
         log.info(
             "created destination topic %s for %s: %d partitions, configs %s",
             topic,
@@ -174,6 +258,7 @@ def prepare_destination(
             partitions,
             kept,
         )
+        created()
     return partitions
 
 

@@ -17,6 +17,10 @@ from replicator.core.segments.key import MAX_OFFSET, topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 
 DESCRIPTOR_VERSION = 1
+UNUSABLE_OBJECT = ("parse", "size")
+"""The :class:`StorageError` operations of ``SegmentStore.get_json`` that mean the object
+is there but is no usable JSON object (too large, nested too deep, not JSON): a bucket
+writer's forgery or damage, kept to the topic it belongs to."""
 
 
 def describe(
@@ -159,7 +163,7 @@ def read_descriptor(store: SegmentStore, region: str, topic: str) -> Descriptor 
     except ObjectNotFoundError:
         return None
     except StorageError as exc:
-        if exc.operation in ("parse", "size"):  # the object is there but unusable
+        if exc.operation in UNUSABLE_OBJECT:
             raise DescriptorError(f"topic descriptor {exc}") from None
         raise
     return parse_descriptor(data, key)

@@ -46,6 +46,7 @@ from replicator.core.segments.key import (
 )
 from replicator.core.segments.selection import exported_end
 from replicator.core.segments.signing import UNSIGNED, SigningKeys
+from replicator.core.untrusted_json import json_object
 from replicator.core.untrusted_text import escape
 
 if TYPE_CHECKING:
@@ -438,10 +439,13 @@ class SegmentStore:
                 **self._sse,  # type: ignore[arg-type]
             )
 
-    def get_json(self, s3_key: str, max_bytes: int = MAX_JSON_BYTES) -> Any:
+    def get_json(self, s3_key: str, max_bytes: int = MAX_JSON_BYTES) -> dict[str, Any]:
         """A small JSON object (descriptor, group offsets). One larger than ``max_bytes``
         is refused before it is read: a damaged or hostile object must not exhaust
-        memory."""
+        memory. Parsed with :func:`~replicator.core.untrusted_json.json_object`: anyone
+        who can write to the bucket writes these, so one nested too deep, not JSON or no
+        object is a :class:`StorageError` (operation ``parse``) naming the object, never a
+        ``RecursionError`` that no caller expects."""
         with s3_errors("get", self.bucket, s3_key):
             response = self.client.get_object(Bucket=self.bucket, Key=s3_key)
             size = int(response.get("ContentLength", 0))
@@ -452,6 +456,6 @@ class SegmentStore:
                 )
             body = response["Body"].read(max_bytes + 1)
         try:
-            return json.loads(body)
+            return json_object(body, max_bytes)
         except ValueError as exc:
-            raise StorageError("parse", self.bucket, s3_key, f"not valid JSON: {exc}") from None
+            raise StorageError("parse", self.bucket, s3_key, f"unusable JSON: {exc}") from None
