@@ -4,7 +4,13 @@ of the same number, in offset order, exactly once.
 It keeps an index of the partition's segments built from S3 listings and updated by
 segment events. Events only say "look again": a lost, duplicated, late or reordered event
 changes when the worker notices a segment, never what it replays, because the listing is
-the truth and records below the next offset are skipped.
+the truth and records below the next offset are skipped. An event names an object that
+need not exist (whoever can send to the notification queue can name any key): a segment
+known from events only is read (a GET, which finds it or not), but never makes a gap — the
+partition lists before it waits for missing offsets, and the late-segment clock that ends
+in a lost segment runs only while the listing shows a later segment
+(:func:`ingress.replay_plan.late_clock`). A listing supersedes the events received before
+it (S3 lists what was written before it answers), which it drops.
 
 Order of work per segment: read a row group (verified), produce its records at or after the
 next offset, then — before the next read, and at the segment's end — flush, write the
@@ -41,7 +47,7 @@ import pyarrow.compute as pc
 
 from ingress.errors import PartitionHaltedError
 from ingress.metrics import IngressMetrics
-from ingress.replay_plan import late_segment_wait
+from ingress.replay_plan import LateClock, late_clock, late_segment_wait
 from ingress.segment_events import REMOVED, SegmentEvent
 from replicator.core.aws.errors import ObjectNotFoundError
 from replicator.core.config import Config, IngressSource, required
@@ -70,6 +76,7 @@ from replicator.core.segments.selection import (
     Gap,
     ReadingCursor,
     ReadNext,
+    Step,
     exported_end,
     lowest_start,
 )
@@ -154,6 +161,8 @@ class PartitionWorker(threading.Thread):
         self._export_start = export_start or (lambda: ExportStart(False, None))
         self._filters = filters or FilterChain([])
         self._index: dict[SegmentKey, StoredSegment] = {}
+        self._unlisted: set[SegmentKey] = set()
+        """Segments of the index known from events only, not (yet) from a listing."""
         self._cursor = ReadingCursor()
         """Steps through the index in O(1) each while it does not change."""
         self._index_end: int | None = None
@@ -317,7 +326,7 @@ class PartitionWorker(threading.Thread):
         """Without a writer, until a segment to replay (or a gap to wait on) is listed."""
         while not self._stopping.is_set():
             self._apply_events(next_offset)
-            if not isinstance(self._cursor.step(next_offset, self._index), CaughtUp):
+            if not isinstance(self._listed_step(next_offset), CaughtUp):
                 return
             if not self._wait_for_events(self.ingress.relist_interval):
                 self._relist()
@@ -442,22 +451,25 @@ class PartitionWorker(threading.Thread):
         """Replay in offset order. Returns the next offset when caught up and due to
         give the writer up (idle for ``writer_idle_close``, or another partition waits
         for a writer); None when done or stopping."""
-        late_since: tuple[int, float] | None = None  # (gap start, when first missed)
+        late: LateClock | None = None  # since when the listing shows offsets missing
         idle_until: float | None = None  # when a caught-up partition gives its writer up
         while not self._stopping.is_set():
             self._apply_events(next_offset)
             if self._end is not None and next_offset >= self._end:
                 self._finish(next_offset)
                 return None
-            step = self._cursor.step(next_offset, self._index)
+            step = self._listed_step(next_offset)
             self._report_lag(next_offset)
+            late = self._late_clock(late, step)
             if isinstance(step, ReadNext):
-                late_since = idle_until = None
+                idle_until = None
                 next_offset = self._replay_segment(writer, self._index[step.segment], next_offset)
                 self.status.next_offset = next_offset
             elif isinstance(step, Gap):
+                assert late is not None  # a listed gap runs the clock
                 idle_until = None
-                late_since, next_offset = self._handle_gap(step, late_since, next_offset)
+                if self._gives_gap_up(step, late):
+                    late, next_offset = None, step.last + 1
             else:
                 self.status.state = "caught-up"
                 if self.stop_at_end:
@@ -486,32 +498,44 @@ class PartitionWorker(threading.Thread):
     def _gives_writer_up(self, idle_until: float) -> bool:
         return self._writer_slots.wanted() or time.monotonic() >= idle_until
 
-    def _handle_gap(
-        self, gap: Gap, late: tuple[int, float] | None, next_offset: int
-    ) -> tuple[tuple[int, float] | None, int]:
-        """Wait for the gap's segment (one look after the wait), or give it up once
-        ``lost_segment_timeout`` has passed since it was first missed (``late``: the gap's
-        first offset and when it was first missed)."""
-        if late is None or late[0] != gap.first:
-            late = (gap.first, time.monotonic())
+    def _listed_step(self, next_offset: int) -> Step:
+        """The next step, a gap only as the listing shows it: a gap the index shows while
+        it holds segments known from events only is looked at in a listing first (an
+        event may name an object that does not exist, past the end of the data)."""
+        step = self._cursor.step(next_offset, self._index)
+        if isinstance(step, Gap) and self._unlisted:
+            self._relist()
+            step = self._cursor.step(next_offset, self._index)
+        return step
+
+    def _late_clock(self, late: LateClock | None, step: Step) -> LateClock | None:
+        """:func:`~ingress.replay_plan.late_clock`, reporting a gap newly missed."""
+        clock = late_clock(late, step, time.monotonic())
+        if clock is not None and clock is not late and isinstance(step, Gap):
             self.metrics.late_segments.labels(*self._labels).inc()
             self.log.warning(
-                "%s: offsets %d..%d missing while later segments exist; waiting",
+                "%s: offsets %d..%d missing while later segments are listed; waiting",
                 self.name,
-                gap.first,
-                gap.last,
-                extra={"start": gap.first, "end": gap.last},
+                step.first,
+                step.last,
+                extra={"start": step.first, "end": step.last},
             )
+        return clock
+
+    def _gives_gap_up(self, gap: Gap, late: LateClock) -> bool:
+        """Wait for the gap's segment (one look after the wait), or give it up once
+        ``lost_segment_timeout`` has passed since the listing first showed it missing:
+        True when skipped (``on_lost_segment = "skip"``; ``fail`` halts)."""
         wait = late_segment_wait(
             self.source.late_segment_retries,
             self.source.lost_segment_timeout,
-            time.monotonic() - late[1],
+            time.monotonic() - late.since,
         )
         if wait is not None:
             self.status.state = "waiting"
             self._wait_for_events(wait)
             self._relist()
-            return late, next_offset
+            return False
         self.metrics.lost_segments.labels(*self._labels).inc()
         message = (
             f"lost segment: {self.source.region}/{self.source.topic} partition "
@@ -519,7 +543,7 @@ class PartitionWorker(threading.Thread):
             f"{self.source.lost_segment_timeout:.0f}s"
         )
         self._lost(message, "skipping them", {"start": gap.first, "end": gap.last})
-        return None, gap.last + 1
+        return True
 
     def _replay_segment(self, writer: RecordWriter, stored: StoredSegment, next_offset: int) -> int:
         """Produce the segment's records from ``next_offset``; returns the next offset.
@@ -626,9 +650,21 @@ class PartitionWorker(threading.Thread):
         self.metrics.lag_records.labels(*self._labels).set(max(0, end - next_offset))
 
     def _relist(self) -> None:
+        """Index the partition's listing. The events received before it are dropped: the
+        listing shows what they announced (S3 lists every object written or removed
+        before the listing), or shows that it does not exist."""
+        self._drop_events()
         segments = self._store.list_segments(self.source.region, self.source.topic, self.partition)
         self._index = {s.segment_key: s for s in segments}
+        self._unlisted.clear()
         self._index_changed()
+
+    def _drop_events(self) -> None:
+        while True:
+            try:
+                self.events.get_nowait()
+            except queue.Empty:
+                return
 
     def _index_changed(self) -> None:
         self._cursor.invalidate()
@@ -656,10 +692,12 @@ class PartitionWorker(threading.Thread):
                 continue
             if event.kind == REMOVED:
                 self._index.pop(key, None)
+                self._unlisted.discard(key)
                 relist |= key.end >= next_offset
             elif key not in self._index:
                 modified = _parse_time(event.event_time)
                 self._index[key] = StoredSegment(key, event.s3_key, event.size, modified)
+                self._unlisted.add(key)
         if changed:
             self._index_changed()
         if relist:
