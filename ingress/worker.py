@@ -17,7 +17,10 @@ next offset, then — before the next read, and at the segment's end — flush, 
 checkpoint, commit the transaction (the exactly-once writer,
 :mod:`replicator.core.kafka.writer`, does that part). A transaction therefore never spans
 an S3 read or a wait for a read slot: however slow S3 is, it stays open only while one row
-group is produced, well inside ``transaction_timeout``.
+group is produced, well inside ``transaction_timeout``. Opening a segment (reading and
+parsing its footer) holds one of the process's read slots (``read_concurrency``) as
+reading a row group does, so the footers parsed at once are bounded by the slots, not by
+the writers open (``max_open_writers``).
 
 A partition holds its writer (a transactional producer) only while it has work: it takes
 one of the process's writer slots to open it, and closes it once caught up for
@@ -556,7 +559,11 @@ class PartitionWorker(threading.Thread):
         self.status.state = "replaying"
         produced_until: int | None = None  # next offset after the open transaction's records
         try:
-            reader = self._store.open(stored)
+            # Opening reads and parses the footer: memory, held under a read slot as a row
+            # group's is (no transaction is open here: the last one was committed at the
+            # previous segment's end).
+            with self._read_slots:
+                reader = self._store.open(stored)
             self._report_source_loss(stored, getattr(reader, "footer", None))
             with ReadAhead(reader.iter_tables(), self._read_slots) as tables:
                 while not self._stopping.is_set():
