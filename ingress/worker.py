@@ -7,10 +7,10 @@ changes when the worker notices a segment, never what it replays, because the li
 the truth and records below the next offset are skipped. An event names an object that
 need not exist (whoever can send to the notification queue can name any key): a segment
 known from events only is read (a GET, which finds it or not), but never makes a gap — the
-partition lists before it waits for missing offsets, and the late-segment clock that ends
-in a lost segment runs only while the listing shows a later segment
-(:func:`ingress.replay_plan.late_clock`). A listing supersedes the events received before
-it (S3 lists what was written before it answers), which it drops.
+partition waits for missing offsets only when a listed segment follows them (it lists
+first when the one that follows is known from an event only), and the late-segment clock
+that ends in a lost segment runs only while the listing shows a later segment
+(:func:`ingress.replay_plan.late_clock`).
 
 Order of work per segment: read a row group (verified), produce its records at or after the
 next offset, then — before the next read, and at the segment's end — flush, write the
@@ -502,11 +502,11 @@ class PartitionWorker(threading.Thread):
         return self._writer_slots.wanted() or time.monotonic() >= idle_until
 
     def _listed_step(self, next_offset: int) -> Step:
-        """The next step, a gap only as the listing shows it: a gap the index shows while
-        it holds segments known from events only is looked at in a listing first (an
-        event may name an object that does not exist, past the end of the data)."""
+        """The next step, a gap only as the listing shows it: a gap that ends where a
+        segment known from events only begins is looked at in a listing first (an event
+        may name an object that does not exist, past the end of the data)."""
         step = self._cursor.step(next_offset, self._index)
-        if isinstance(step, Gap) and self._unlisted:
+        if isinstance(step, Gap) and any(k.start == step.last + 1 for k in self._unlisted):
             self._relist()
             step = self._cursor.step(next_offset, self._index)
         return step
@@ -657,21 +657,10 @@ class PartitionWorker(threading.Thread):
         self.metrics.lag_records.labels(*self._labels).set(max(0, end - next_offset))
 
     def _relist(self) -> None:
-        """Index the partition's listing. The events received before it are dropped: the
-        listing shows what they announced (S3 lists every object written or removed
-        before the listing), or shows that it does not exist."""
-        self._drop_events()
         segments = self._store.list_segments(self.source.region, self.source.topic, self.partition)
         self._index = {s.segment_key: s for s in segments}
         self._unlisted.clear()
         self._index_changed()
-
-    def _drop_events(self) -> None:
-        while True:
-            try:
-                self.events.get_nowait()
-            except queue.Empty:
-                return
 
     def _index_changed(self) -> None:
         self._cursor.invalidate()
