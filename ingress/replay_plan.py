@@ -1,10 +1,47 @@
 """How long a partition worker waits for a missing segment. Pure functions.
 
 Which segment comes next is :mod:`replicator.core.segments.selection`; this module holds
-what is ingress's own: the back-off while offsets are missing and later segments exist.
+what is ingress's own: the late-segment clock, and the back-off while offsets are missing
+and later segments exist.
+
+The clock is fed steps of the *listing* only: a segment event names an object that need
+not exist (anyone who can send to the notification queue can announce any key), so the
+worker looks at the listing before it takes a gap as real (see
+:mod:`ingress.worker`).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+from replicator.core.segments.selection import Gap, ReadNext, Step
+
+
+@dataclass(frozen=True)
+class LateClock:
+    """Offsets from ``first`` are missing while a later segment is listed, since
+    ``since`` (a monotonic time)."""
+
+    first: int
+    since: float
+
+
+def late_clock(clock: LateClock | None, step: Step, now: float) -> LateClock | None:
+    """The late-segment clock after the listing's next ``step``.
+
+    A gap starts it (at ``now``) and the same gap (the same first missing offset, however
+    much of the range arrived since) keeps it running; so does a read that has not yet
+    moved the next offset (the object may turn out gone, and the gap return). The listing
+    showing no later segment (caught up) stops it: what made the gap is gone, and a gap
+    seen again later is missed from then, never from an earlier clock. Each step after
+    the next offset moved on meets a new gap, if any, with a new clock."""
+    if isinstance(step, Gap):
+        if clock is not None and clock.first == step.first:
+            return clock
+        return LateClock(step.first, now)
+    if isinstance(step, ReadNext):
+        return clock
+    return None
 
 
 def retry_intervals(retries: int, timeout: float) -> list[float]:

@@ -4,14 +4,23 @@ of the same number, in offset order, exactly once.
 It keeps an index of the partition's segments built from S3 listings and updated by
 segment events. Events only say "look again": a lost, duplicated, late or reordered event
 changes when the worker notices a segment, never what it replays, because the listing is
-the truth and records below the next offset are skipped.
+the truth and records below the next offset are skipped. An event names an object that
+need not exist (whoever can send to the notification queue can name any key): a segment
+known from events only is read (a GET, which finds it or not), but never makes a gap — the
+partition waits for missing offsets only when a listed segment follows them (it lists
+first when the one that follows is known from an event only), and the late-segment clock
+that ends in a lost segment runs only while the listing shows a later segment
+(:func:`ingress.replay_plan.late_clock`).
 
 Order of work per segment: read a row group (verified), produce its records at or after the
 next offset, then — before the next read, and at the segment's end — flush, write the
 checkpoint, commit the transaction (the exactly-once writer,
 :mod:`replicator.core.kafka.writer`, does that part). A transaction therefore never spans
 an S3 read or a wait for a read slot: however slow S3 is, it stays open only while one row
-group is produced, well inside ``transaction_timeout``.
+group is produced, well inside ``transaction_timeout``. Opening a segment (reading and
+parsing its footer) holds one of the process's read slots (``read_concurrency``) as
+reading a row group does, so the footers parsed at once are bounded by the slots, not by
+the writers open (``max_open_writers``).
 
 A partition holds its writer (a transactional producer) only while it has work: it takes
 one of the process's writer slots to open it, and closes it once caught up for
@@ -41,7 +50,7 @@ import pyarrow.compute as pc
 
 from ingress.errors import PartitionHaltedError
 from ingress.metrics import IngressMetrics
-from ingress.replay_plan import late_segment_wait
+from ingress.replay_plan import LateClock, late_clock, late_segment_wait
 from ingress.segment_events import REMOVED, SegmentEvent
 from replicator.core.aws.errors import ObjectNotFoundError
 from replicator.core.config import Config, IngressSource, required
@@ -70,6 +79,7 @@ from replicator.core.segments.selection import (
     Gap,
     ReadingCursor,
     ReadNext,
+    Step,
     exported_end,
     lowest_start,
 )
@@ -154,6 +164,8 @@ class PartitionWorker(threading.Thread):
         self._export_start = export_start or (lambda: ExportStart(False, None))
         self._filters = filters or FilterChain([])
         self._index: dict[SegmentKey, StoredSegment] = {}
+        self._unlisted: set[SegmentKey] = set()
+        """Segments of the index known from events only, not (yet) from a listing."""
         self._cursor = ReadingCursor()
         """Steps through the index in O(1) each while it does not change."""
         self._index_end: int | None = None
@@ -317,7 +329,7 @@ class PartitionWorker(threading.Thread):
         """Without a writer, until a segment to replay (or a gap to wait on) is listed."""
         while not self._stopping.is_set():
             self._apply_events(next_offset)
-            if not isinstance(self._cursor.step(next_offset, self._index), CaughtUp):
+            if not isinstance(self._listed_step(next_offset), CaughtUp):
                 return
             if not self._wait_for_events(self.ingress.relist_interval):
                 self._relist()
@@ -442,22 +454,25 @@ class PartitionWorker(threading.Thread):
         """Replay in offset order. Returns the next offset when caught up and due to
         give the writer up (idle for ``writer_idle_close``, or another partition waits
         for a writer); None when done or stopping."""
-        late_since: tuple[int, float] | None = None  # (gap start, when first missed)
+        late: LateClock | None = None  # since when the listing shows offsets missing
         idle_until: float | None = None  # when a caught-up partition gives its writer up
         while not self._stopping.is_set():
             self._apply_events(next_offset)
             if self._end is not None and next_offset >= self._end:
                 self._finish(next_offset)
                 return None
-            step = self._cursor.step(next_offset, self._index)
+            step = self._listed_step(next_offset)
             self._report_lag(next_offset)
+            late = self._late_clock(late, step)
             if isinstance(step, ReadNext):
-                late_since = idle_until = None
+                idle_until = None
                 next_offset = self._replay_segment(writer, self._index[step.segment], next_offset)
                 self.status.next_offset = next_offset
             elif isinstance(step, Gap):
+                assert late is not None  # a listed gap runs the clock
                 idle_until = None
-                late_since, next_offset = self._handle_gap(step, late_since, next_offset)
+                if self._gives_gap_up(step, late):
+                    late, next_offset = None, step.last + 1
             else:
                 self.status.state = "caught-up"
                 if self.stop_at_end:
@@ -486,32 +501,44 @@ class PartitionWorker(threading.Thread):
     def _gives_writer_up(self, idle_until: float) -> bool:
         return self._writer_slots.wanted() or time.monotonic() >= idle_until
 
-    def _handle_gap(
-        self, gap: Gap, late: tuple[int, float] | None, next_offset: int
-    ) -> tuple[tuple[int, float] | None, int]:
-        """Wait for the gap's segment (one look after the wait), or give it up once
-        ``lost_segment_timeout`` has passed since it was first missed (``late``: the gap's
-        first offset and when it was first missed)."""
-        if late is None or late[0] != gap.first:
-            late = (gap.first, time.monotonic())
+    def _listed_step(self, next_offset: int) -> Step:
+        """The next step, a gap only as the listing shows it: a gap that ends where a
+        segment known from events only begins is looked at in a listing first (an event
+        may name an object that does not exist, past the end of the data)."""
+        step = self._cursor.step(next_offset, self._index)
+        if isinstance(step, Gap) and any(k.start == step.last + 1 for k in self._unlisted):
+            self._relist()
+            step = self._cursor.step(next_offset, self._index)
+        return step
+
+    def _late_clock(self, late: LateClock | None, step: Step) -> LateClock | None:
+        """:func:`~ingress.replay_plan.late_clock`, reporting a gap newly missed."""
+        clock = late_clock(late, step, time.monotonic())
+        if clock is not None and clock is not late and isinstance(step, Gap):
             self.metrics.late_segments.labels(*self._labels).inc()
             self.log.warning(
-                "%s: offsets %d..%d missing while later segments exist; waiting",
+                "%s: offsets %d..%d missing while later segments are listed; waiting",
                 self.name,
-                gap.first,
-                gap.last,
-                extra={"start": gap.first, "end": gap.last},
+                step.first,
+                step.last,
+                extra={"start": step.first, "end": step.last},
             )
+        return clock
+
+    def _gives_gap_up(self, gap: Gap, late: LateClock) -> bool:
+        """Wait for the gap's segment (one look after the wait), or give it up once
+        ``lost_segment_timeout`` has passed since the listing first showed it missing:
+        True when skipped (``on_lost_segment = "skip"``; ``fail`` halts)."""
         wait = late_segment_wait(
             self.source.late_segment_retries,
             self.source.lost_segment_timeout,
-            time.monotonic() - late[1],
+            time.monotonic() - late.since,
         )
         if wait is not None:
             self.status.state = "waiting"
             self._wait_for_events(wait)
             self._relist()
-            return late, next_offset
+            return False
         self.metrics.lost_segments.labels(*self._labels).inc()
         message = (
             f"lost segment: {self.source.region}/{self.source.topic} partition "
@@ -519,7 +546,7 @@ class PartitionWorker(threading.Thread):
             f"{self.source.lost_segment_timeout:.0f}s"
         )
         self._lost(message, "skipping them", {"start": gap.first, "end": gap.last})
-        return None, gap.last + 1
+        return True
 
     def _replay_segment(self, writer: RecordWriter, stored: StoredSegment, next_offset: int) -> int:
         """Produce the segment's records from ``next_offset``; returns the next offset.
@@ -532,7 +559,11 @@ class PartitionWorker(threading.Thread):
         self.status.state = "replaying"
         produced_until: int | None = None  # next offset after the open transaction's records
         try:
-            reader = self._store.open(stored)
+            # Opening reads and parses the footer: memory, held under a read slot as a row
+            # group's is (no transaction is open here: the last one was committed at the
+            # previous segment's end).
+            with self._read_slots:
+                reader = self._store.open(stored)
             self._report_source_loss(stored, getattr(reader, "footer", None))
             with ReadAhead(reader.iter_tables(), self._read_slots) as tables:
                 while not self._stopping.is_set():
@@ -628,6 +659,7 @@ class PartitionWorker(threading.Thread):
     def _relist(self) -> None:
         segments = self._store.list_segments(self.source.region, self.source.topic, self.partition)
         self._index = {s.segment_key: s for s in segments}
+        self._unlisted.clear()
         self._index_changed()
 
     def _index_changed(self) -> None:
@@ -656,10 +688,12 @@ class PartitionWorker(threading.Thread):
                 continue
             if event.kind == REMOVED:
                 self._index.pop(key, None)
+                self._unlisted.discard(key)
                 relist |= key.end >= next_offset
             elif key not in self._index:
                 modified = _parse_time(event.event_time)
                 self._index[key] = StoredSegment(key, event.s3_key, event.size, modified)
+                self._unlisted.add(key)
         if changed:
             self._index_changed()
         if relist:
