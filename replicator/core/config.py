@@ -578,9 +578,10 @@ class IngressConfig(_Model):
     outage mid-transaction) is aborted by the coordinator; the worker then re-opens its
     writer and resumes."""
     read_concurrency: PositiveInt = 2
-    """Segment row groups decoded and being produced at once, over all partitions of the
-    instance. Each costs about three times the row group (8 MiB as egress writes them):
-    this, not the number of partitions owned, bounds ingress memory. Replay is CPU-bound
+    """Segments opened (footers read and parsed) and row groups decoded and being produced
+    at once, over all partitions of the instance. Each costs about three times the row
+    group (8 MiB as egress writes them): this, not the number of partitions owned or
+    ``max_open_writers``, bounds ingress memory. Replay is CPU-bound
     in one process, so more than the cores it has buys nothing (``processes`` uses the
     others)."""
     max_open_writers: PositiveInt = 32
