@@ -11,6 +11,7 @@ compares them with what the running services export.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import re
 import shutil
@@ -305,6 +306,7 @@ def k8s_isolation_problems(resources: list[dict[str, Any]]) -> list[str]:
             for r in resources
         ):
             problems.append(f"namespace {namespace}: no default-deny NetworkPolicy")
+    problems += network_egress_problems(resources)
     for resource in resources:
         if resource["kind"] not in ("Role", "ClusterRole"):
             continue
@@ -315,6 +317,38 @@ def k8s_isolation_problems(resources: list[dict[str, Any]]) -> list[str]:
                     problems.append(
                         f"{resource['kind']} {resource['metadata']['name']}: creates pods "
                         f"where the workloads run ({namespace or 'every namespace'})"
+                    )
+    return problems
+
+
+WIDEST_EGRESS_PREFIX = 16
+"""The widest address block a NetworkPolicy may let pods reach: a VPC's or a region's
+whole private range (a /8) is every other workload, not the brokers or the endpoints."""
+
+
+def network_egress_problems(resources: list[dict[str, Any]]) -> list[str]:
+    """Egress rules of the NetworkPolicies that reach further than named destinations: a
+    rule with ports and no ``to`` (any address), or an ``ipBlock`` wider than
+    ``WIDEST_EGRESS_PREFIX`` bits."""
+    problems: list[str] = []
+    for resource in resources:
+        if resource["kind"] != "NetworkPolicy":
+            continue
+        where = (
+            f"NetworkPolicy {resource['metadata'].get('namespace')}/{resource['metadata']['name']}"
+        )
+        for index, rule in enumerate(resource["spec"].get("egress") or []):
+            if not rule.get("to"):
+                problems.append(f"{where}: egress rule {index} reaches any address")
+            for peer in rule.get("to") or []:
+                cidr = (peer.get("ipBlock") or {}).get("cidr")
+                if cidr is None:
+                    continue
+                network = ipaddress.ip_network(cidr, strict=False)
+                if network.prefixlen < WIDEST_EGRESS_PREFIX:
+                    problems.append(
+                        f"{where}: egress rule {index} reaches {cidr}, wider than "
+                        f"/{WIDEST_EGRESS_PREFIX}"
                     )
     return problems
 

@@ -24,6 +24,7 @@ from infra.deploy_checks import (
     k8s_isolation_problems,
     k8s_resources,
     metric_names,
+    network_egress_problems,
     verify_systemd_units,
 )
 from replicator.cli import build_parser
@@ -185,6 +186,26 @@ def test_the_isolation_check_names_what_a_workload_lacks():
         "Role driver: creates pods where the workloads run (ns)",
     ):
         assert expected in problems, (expected, problems)
+
+
+def test_the_egress_check_names_rules_open_to_any_address_or_a_wide_block():
+    policy = {
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "out", "namespace": "ns"},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}], "ports": [{"port": 9096}]},
+                {"ports": [{"protocol": "TCP", "port": 443}]},
+                {"to": [{"ipBlock": {"cidr": "10.1.2.0/24"}}], "ports": [{"port": 9096}]},
+            ],
+        },
+    }
+    assert network_egress_problems([policy]) == [
+        "NetworkPolicy ns/out: egress rule 0 reaches 10.0.0.0/8, wider than /16",
+        "NetworkPolicy ns/out: egress rule 1 reaches any address",
+    ]
 
 
 def test_ingress_memory_is_requested_above_its_measured_peak_for_each_process():
