@@ -179,6 +179,26 @@ def hardening_problems(path: Path) -> list[str]:
     return problems
 
 
+def shared_identity_problems(units: list[Path]) -> list[str]:
+    """What service units share that must be each one's own: the user they run as and
+    the environment file their secrets come from (one user or one file for all gives
+    every service every service's secrets, and the per-service Kafka users and ACLs
+    collapse into one). A unit without either is named too."""
+    problems: list[str] = []
+    owners: dict[tuple[str, str], str] = {}
+    for path in units:
+        settings = unit_settings(path)
+        for key in ("User", "EnvironmentFile"):
+            values = settings.get(key, [])
+            if not values:
+                problems.append(f"{path.name}: no {key} of its own")
+            for value in values:
+                owner = owners.setdefault((key, value.lstrip("-")), path.name)
+                if owner != path.name:
+                    problems.append(f"{path.name}: shares {key}={value} with {owner}")
+    return problems
+
+
 def exposure(path: Path) -> float:
     """The unit's ``systemd-analyze security --offline`` exposure score."""
     result = subprocess.run(
@@ -370,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write("kubernetes: every workload isolated\n")
     services = sorted(SYSTEMD_UNITS.glob("*.service"))
     problems = [p for unit in services for p in hardening_problems(unit)]
+    problems += shared_identity_problems(services)
     if problems:
         sys.stderr.write("".join(f"systemd: {line}\n" for line in problems))
         return 1

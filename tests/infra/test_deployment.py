@@ -25,6 +25,7 @@ from infra.deploy_checks import (
     k8s_resources,
     metric_names,
     network_egress_problems,
+    shared_identity_problems,
     verify_systemd_units,
 )
 from replicator.cli import build_parser
@@ -257,6 +258,23 @@ def test_every_systemd_unit_is_sandboxed(unit):
     assert hardening_problems(SYSTEMD_UNITS / unit) == []
     if shutil.which("systemd-analyze") is not None:
         assert exposure(SYSTEMD_UNITS / unit) <= MAX_EXPOSURE
+
+
+def test_each_systemd_unit_has_its_own_user_and_secrets_file():
+    assert shared_identity_problems(sorted(SYSTEMD_UNITS.glob("*.service"))) == []
+
+
+def test_the_identity_check_names_what_units_share(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.service").write_text(
+            "[Service]\nUser=replicator\nEnvironmentFile=/etc/replicator/secrets.env\n"
+        )
+    (tmp_path / "c.service").write_text("[Service]\nUser=c\n")
+    assert shared_identity_problems(sorted(tmp_path.glob("*.service"))) == [
+        "b.service: shares User=replicator with a.service",
+        "b.service: shares EnvironmentFile=/etc/replicator/secrets.env with a.service",
+        "c.service: no EnvironmentFile of its own",
+    ]
 
 
 def test_the_systemd_units_verify():
