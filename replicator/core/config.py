@@ -86,6 +86,9 @@ Duration = Annotated[float, AS_DURATION, Field(ge=0)]
 Size = Annotated[int, AS_SIZE, Field(ge=0)]
 """Bytes, written in the file as e.g. "64KiB" or "4GiB" (a plain integer is bytes)."""
 TopicName = Annotated[str, AfterValidator(check_topic_name)]
+RESTORE_CHECKPOINT_TOPIC = "replicator.checkpoint.restore"
+"""Restore's checkpoint topic (restore has no section of its own): each service writes
+checkpoints into a topic of its own, which only its user may write."""
 RegionName = Annotated[str, AfterValidator(check_region_name)]
 
 
@@ -554,8 +557,11 @@ class IngressConfig(_Model):
     events-topic partitions Kafka assigns it."""
     segment_events_retention: Duration = 7 * 86400.0
     """Retention of the segment events topic."""
-    checkpoint_topic: TopicName = "replicator.checkpoint"
-    """The compacted topic of the writers' checkpoints."""
+    checkpoint_topic: TopicName = "replicator.checkpoint.ingress"
+    """The compacted topic of ingress's checkpoints: its own, which only ingress's user
+    may write (a checkpoint is where ingress resumes). The default was
+    ``replicator.checkpoint`` before checkpoint topics were per service: see
+    docs/operations.md, upgrading."""
     checkpoint_partitions: PositiveInt = 8
     """Partitions of ``checkpoint_topic`` (must not change once created)."""
     group_id: str = Field(default="replicator-ingress", min_length=1)
@@ -682,8 +688,10 @@ class RelayConfig(_Model):
     """Longest a transaction (records plus their checkpoint) stays open."""
     group_id: str = Field(default="replicator-relay", min_length=1)
     """Consumer group of the relay instances; also the writers' transactional id prefix."""
-    checkpoint_topic: TopicName = "replicator.checkpoint"
-    """The compacted topic of the writers' checkpoints (and the relay's identity)."""
+    checkpoint_topic: TopicName = "replicator.checkpoint.relay"
+    """The compacted topic of the relay's checkpoints (and its identity): its own, which
+    only the relay's user may write. The default was ``replicator.checkpoint`` before
+    checkpoint topics were per service: see docs/operations.md, upgrading."""
     checkpoint_partitions: PositiveInt = 8
     """Partitions of ``checkpoint_topic`` (must not change once created)."""
     assignment_topic: TopicName = "replicator.relay.assignments"
