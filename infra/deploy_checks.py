@@ -1,8 +1,10 @@
 """Offline checks of the deployment files, run by ``make lint``: the alert rules and the
 dashboard parse and hold what Prometheus and Grafana need, and the systemd units verify,
-carry the sandboxing of :data:`SYSTEMD_HARDENING` and score at most :data:`MAX_EXPOSURE`
-in ``systemd-analyze security``. (The Kubernetes manifests are checked by
-``kubernetes-validate`` in the same target, and their isolation here.)
+carry the sandboxing of :data:`SYSTEMD_HARDENING`, score at most :data:`MAX_EXPOSURE`
+in ``systemd-analyze security`` and each run as its own user with its own secrets file
+(one for all would hand every service every service's secrets). (The Kubernetes
+manifests are checked by ``kubernetes-validate`` in the same target, and their isolation
+here, egress reaching only named address blocks.)
 
 The metric names the rules and the dashboard use are read here too, for the test that
 compares them with what the running services export.
