@@ -1,8 +1,10 @@
 """Offline checks of the deployment files, run by ``make lint``: the alert rules and the
 dashboard parse and hold what Prometheus and Grafana need, and the systemd units verify,
-carry the sandboxing of :data:`SYSTEMD_HARDENING` and score at most :data:`MAX_EXPOSURE`
-in ``systemd-analyze security``. (The Kubernetes manifests are checked by
-``kubernetes-validate`` in the same target, and their isolation here.)
+carry the sandboxing of :data:`SYSTEMD_HARDENING`, score at most :data:`MAX_EXPOSURE`
+in ``systemd-analyze security`` and each run as its own user with its own secrets file
+(one for all would hand every service every service's secrets). (The Kubernetes
+manifests are checked by ``kubernetes-validate`` in the same target, and their isolation
+here, egress reaching only named address blocks.)
 
 The metric names the rules and the dashboard use are read here too, for the test that
 compares them with what the running services export.
@@ -11,6 +13,7 @@ compares them with what the running services export.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import re
 import shutil
@@ -178,6 +181,26 @@ def hardening_problems(path: Path) -> list[str]:
     return problems
 
 
+def shared_identity_problems(units: list[Path]) -> list[str]:
+    """What service units share that must be each one's own: the user they run as and
+    the environment file their secrets come from (one user or one file for all gives
+    every service every service's secrets, and the per-service Kafka users and ACLs
+    collapse into one). A unit without either is named too."""
+    problems: list[str] = []
+    owners: dict[tuple[str, str], str] = {}
+    for path in units:
+        settings = unit_settings(path)
+        for key in ("User", "EnvironmentFile"):
+            values = settings.get(key, [])
+            if not values:
+                problems.append(f"{path.name}: no {key} of its own")
+            for value in values:
+                owner = owners.setdefault((key, value.lstrip("-")), path.name)
+                if owner != path.name:
+                    problems.append(f"{path.name}: shares {key}={value} with {owner}")
+    return problems
+
+
 def exposure(path: Path) -> float:
     """The unit's ``systemd-analyze security --offline`` exposure score."""
     result = subprocess.run(
@@ -305,6 +328,7 @@ def k8s_isolation_problems(resources: list[dict[str, Any]]) -> list[str]:
             for r in resources
         ):
             problems.append(f"namespace {namespace}: no default-deny NetworkPolicy")
+    problems += network_egress_problems(resources)
     for resource in resources:
         if resource["kind"] not in ("Role", "ClusterRole"):
             continue
@@ -315,6 +339,38 @@ def k8s_isolation_problems(resources: list[dict[str, Any]]) -> list[str]:
                     problems.append(
                         f"{resource['kind']} {resource['metadata']['name']}: creates pods "
                         f"where the workloads run ({namespace or 'every namespace'})"
+                    )
+    return problems
+
+
+WIDEST_EGRESS_PREFIX = 16
+"""The widest address block a NetworkPolicy may let pods reach: a VPC's or a region's
+whole private range (a /8) is every other workload, not the brokers or the endpoints."""
+
+
+def network_egress_problems(resources: list[dict[str, Any]]) -> list[str]:
+    """Egress rules of the NetworkPolicies that reach further than named destinations: a
+    rule with ports and no ``to`` (any address), or an ``ipBlock`` wider than
+    ``WIDEST_EGRESS_PREFIX`` bits."""
+    problems: list[str] = []
+    for resource in resources:
+        if resource["kind"] != "NetworkPolicy":
+            continue
+        where = (
+            f"NetworkPolicy {resource['metadata'].get('namespace')}/{resource['metadata']['name']}"
+        )
+        for index, rule in enumerate(resource["spec"].get("egress") or []):
+            if not rule.get("to"):
+                problems.append(f"{where}: egress rule {index} reaches any address")
+            for peer in rule.get("to") or []:
+                cidr = (peer.get("ipBlock") or {}).get("cidr")
+                if cidr is None:
+                    continue
+                network = ipaddress.ip_network(cidr, strict=False)
+                if network.prefixlen < WIDEST_EGRESS_PREFIX:
+                    problems.append(
+                        f"{where}: egress rule {index} reaches {cidr}, wider than "
+                        f"/{WIDEST_EGRESS_PREFIX}"
                     )
     return problems
 
@@ -336,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.write("kubernetes: every workload isolated\n")
     services = sorted(SYSTEMD_UNITS.glob("*.service"))
     problems = [p for unit in services for p in hardening_problems(unit)]
+    problems += shared_identity_problems(services)
     if problems:
         sys.stderr.write("".join(f"systemd: {line}\n" for line in problems))
         return 1

@@ -3,7 +3,12 @@ service would use, and (``--connect``) whether what it names answers.
 
 What is shown: per configured service, the sections it reads with every default filled
 in. A secret is shown only as the file wrote it: a ``${NAME}`` reference, with whether
-``NAME`` is set here; a secret written in clear is never shown (and flagged). A
+``NAME`` is set here; a secret written in clear is never shown (and flagged). References
+are expanded in secret fields and ``sasl_username`` only (anywhere else the file is
+refused at load, naming the key), and every value written with one is shown as written;
+a raw librdkafka property that holds a secret (refused at load too) is shown redacted,
+by librdkafka's list of sensitive properties and by its name
+(:func:`replicator.core.config.is_secret_property`). A
 reference to an unset variable does not stop the check: the file is validated with it
 standing in, and the check fails naming it.
 
@@ -30,7 +35,9 @@ from confluent_kafka.admin import AdminClient
 from replicator.core.aws.clients import probe_clients
 from replicator.core.config import (
     Config,
+    is_secret_property,
     parse_config,
+    reference_texts,
     secret_paths,
     secret_text,
 )
@@ -121,8 +128,14 @@ def services_of(config: Config) -> dict[str, list[str]]:
 def effective(config: Config, env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """Per service, the sections it reads, defaults filled in, secrets as references."""
     data = config.model_dump(mode="json")
+    for path, written in reference_texts(config, data).items():
+        _put(data, path, written)  # as the file wrote it (sasl_username)
     for path in secret_paths(config):
         _put(data, path, _shown_secret(config, path, env))
+    for region in data["regions"].values():
+        raw = region["kafka"]["config"]
+        for name in [n for n in raw if is_secret_property(n)]:
+            raw[name] = REDACTED
     shown: dict[str, dict[str, Any]] = {}
     for service, regions in services_of(config).items():
         sections: dict[str, Any] = {service: data[service]}
@@ -133,6 +146,9 @@ def effective(config: Config, env: Mapping[str, str]) -> dict[str, dict[str, Any
             sections["spark"] = data["spark"]
         shown[service] = sections
     return shown
+
+
+REDACTED = "<a secret: not shown>"
 
 
 def _shown_secret(config: Config, path: tuple[str | int, ...], env: Mapping[str, str]) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from replicator.core.config import Config
+from replicator.core.config import RESTORE_CHECKPOINT_TOPIC, Config
 from replicator.core.config_json import config_to_json
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.groups.destination import OffsetTranslator
@@ -31,7 +31,7 @@ from replicator.core.groups.offsets_file import GroupSelection
 from replicator.core.groups.plan import GroupPartition, commit_groups, translate_groups
 from replicator.core.groups.stored import read_group_offsets_at
 from replicator.core.kafka.checkpoints import Checkpoint, CheckpointStore, WriteTarget
-from replicator.core.kafka.clients import client_config, ensure_service_topic, ensure_topic
+from replicator.core.kafka.clients import client_config, ensure_topic
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.tail import tail_reader
@@ -49,8 +49,10 @@ from restore.task import PartitionResult, RestoreTask, run_task, target_of
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_TOPIC = "replicator.checkpoint"
+CHECKPOINT_TOPIC = RESTORE_CHECKPOINT_TOPIC
+"""Restore's own checkpoint topic: only the restore user writes it (docs/security.md)."""
 CHECKPOINT_PARTITIONS = 8
+"""Partitions it is created with; an existing one is taken as it is."""
 PROGRESS_INTERVAL = 3.0
 ARCHIVED_SHOWN = 10
 MAX_GROUPS = 1000
@@ -103,21 +105,22 @@ class RestoreJob:
         if self.into_region is None or self.into_region not in config.regions:
             raise RestoreError(f"--into-region {self.into_region!r} is not a region of the config")
         self.store = SegmentStore.for_region(config, self.into_region)
-        # The cluster's checkpoint topic as its ingress or relay configures it, so that
-        # both agree on its partition count; the defaults elsewhere.
+        # Restore writes its own checkpoint topic; it only reads the one of the service
+        # (ingress or relay) that writes into this region, to see who wrote a partition.
         self._checkpoint_topic, self._checkpoint_partitions = (
             CHECKPOINT_TOPIC,
             CHECKPOINT_PARTITIONS,
         )
-        self._checkpoint_setting = ""
+        self._service_checkpoint_topic: tuple[str, int] | None = None
         if config.ingress and config.ingress.region == self.into_region:
-            self._checkpoint_topic = config.ingress.checkpoint_topic
-            self._checkpoint_partitions = config.ingress.checkpoint_partitions
-            self._checkpoint_setting = "ingress.checkpoint_partitions"
+            ingress = config.ingress
+            self._service_checkpoint_topic = (
+                ingress.checkpoint_topic,
+                ingress.checkpoint_partitions,
+            )
         elif config.relay and config.relay.destination == self.into_region:
-            self._checkpoint_topic = config.relay.checkpoint_topic
-            self._checkpoint_partitions = config.relay.checkpoint_partitions
-            self._checkpoint_setting = "relay.checkpoint_partitions"
+            relay = config.relay
+            self._service_checkpoint_topic = (relay.checkpoint_topic, relay.checkpoint_partitions)
         self.groups_moved: dict[str, int | None] = {}
         self._config_json = config_to_json(config)
         """What every task gets (secrets resolved): built once, not once per task."""
@@ -242,24 +245,18 @@ class RestoreJob:
     def prepare_destination(self, plans: list[TopicPlan]) -> None:
         admin = AdminClient(self.kafka)
         try:
-            if self._checkpoint_setting:
-                ensure_service_topic(
-                    admin,
-                    self._checkpoint_topic,
-                    self._checkpoint_partitions,
-                    self._checkpoint_setting,
-                    {"cleanup.policy": "compact"},
-                )
-            else:  # no service configures it here: take the topic as it is
-                ensure_topic(
-                    admin,
-                    self._checkpoint_topic,
-                    self._checkpoint_partitions,
-                    {"cleanup.policy": "compact"},
-                )
+            # No setting names its partition count: an existing topic is taken as it is.
+            ensure_topic(
+                admin,
+                self._checkpoint_topic,
+                self._checkpoint_partitions,
+                {"cleanup.policy": "compact"},
+            )
             existing = admin.list_topics(timeout=30).topics
-            if not self._checkpoint_setting:
-                self._checkpoint_partitions = len(existing[self._checkpoint_topic].partitions)
+            self._checkpoint_partitions = len(existing[self._checkpoint_topic].partitions)
+            service_topic = self._service_checkpoint_topic
+            if service_topic is not None and service_topic[0] not in existing:
+                self._service_checkpoint_topic = None  # the service never ran here
         except KafkaException as exc:
             raise BrokerError.from_kafka(
                 f"Kafka of region {self.into_region} unreachable", exc.args[0]
@@ -298,20 +295,22 @@ class RestoreJob:
                 )
 
     def _refuse_foreign_records(self, topic: TopicPlan) -> None:
-        """Refuse a partition whose latest checkpoint under restore's key ingress or the
-        relay wrote while their group (as this config names it) has members: even with
-        ``--append``, and whatever the partition holds (see
-        :meth:`_refuse_beside_services`); the latest one whichever topic of that name it
-        was written for, as a service that wrote a topic deleted and created again writes
-        the new one too. Unless ``--append``, refuse a partition holding records that no
-        restore of this source wrote."""
+        """Refuse a partition for which the checkpoint topic of the service writing into
+        this region (ingress or the relay) holds a checkpoint under restore's key while
+        their group (as this config names it) has members: even with ``--append``, and
+        whatever the partition holds (see :meth:`_refuse_beside_services`); the latest one
+        whichever topic of that name it was written for, as a service that wrote a topic
+        deleted and created again writes the new one too. Unless ``--append``, refuse a
+        partition holding records that no restore of this source wrote (restore's own
+        checkpoint topic has none for it)."""
         checkpoints = self._checkpoints()
+        services = self._service_checkpoints()
         consumer = tail_reader(self.kafka, "replicator-restore-check")
         try:
             for plan in topic.plans:
                 where = f"{topic.into_topic} partition {plan.partition}"
                 target = target_of(self._task(topic, plan))
-                latest = _latest_writer(checkpoints, target)
+                latest = _latest_writer(services, target) if services else ""
                 if latest in ("ingress", "relay") and self._service_running(latest):
                     raise RestoreError(
                         f"{where} is being written by {latest} (group "
@@ -322,12 +321,11 @@ class RestoreJob:
                 low, high = consumer.get_watermark_offsets(tp, timeout=30)
                 if high <= low or self.request.append:
                     continue
-                resume = checkpoints.resume_point(target)
-                writer = resume.checkpoint.writer if resume.checkpoint else ""
-                if writer == "restore":
+                resume = checkpoints.resume_point(target, kind="restore")
+                if resume.checkpoint is not None:
                     continue
                 who = {"ingress": "ingress", "relay": "the relay"}.get(
-                    writer, "another writer (or a version that did not record its kind)"
+                    latest, "another writer (or a version that did not record its kind)"
                 )
                 held = "" if resume.next_source_offset is None else f", written by {who}"
                 raise RestoreError(
@@ -357,6 +355,12 @@ class RestoreJob:
 
     def _checkpoints(self) -> CheckpointStore:
         return CheckpointStore(self.kafka, self._checkpoint_topic, self._checkpoint_partitions)
+
+    def _service_checkpoints(self) -> CheckpointStore | None:
+        """The checkpoint topic of the service writing into this region (read only)."""
+        if self._service_checkpoint_topic is None:
+            return None
+        return CheckpointStore(self.kafka, *self._service_checkpoint_topic)
 
     def _task(self, topic: TopicPlan, plan: PartitionPlan) -> RestoreTask:
         return RestoreTask(

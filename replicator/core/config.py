@@ -5,14 +5,16 @@ Each process reads the section it needs (``[egress]``, ``[ingress]``, ``[compact
 dangling region references and unparseable durations or sizes are all reported at once,
 each with the file and the key path, and the process never starts half-configured.
 
-``${NAME}`` in any string value is replaced by the environment variable ``NAME`` so that
-secrets stay out of the file. A variable that is not set is an error at load, except in
-a secret field: there it is an error where the secret is used (:class:`UnsetSecret`),
-so that each process needs only the secrets it uses. Secret fields are
-:class:`pydantic.SecretStr` and never appear in reprs, logs or error messages. Every
-value written with a reference, secret field or not (a filter's config, a raw
-librdkafka property), is remembered as written: processes without the file (Spark's)
-get the reference and resolve it themselves.
+``${NAME}`` in a secret field is replaced by the environment variable ``NAME`` so that
+secrets stay out of the file; so it is in ``sasl_username`` (each service its own user,
+one file), and nowhere else: a reference in any other field is refused at load, naming
+the key (:func:`reference_allowed`), since a secret expanded there would be shown in
+clear (``config check``, logs, a client id sent to the broker). A variable that is not
+set is an error at load, except in a secret field: there it is an error where the
+secret is used (:class:`UnsetSecret`), so that each process needs only the secrets it
+uses. Secret fields are :class:`pydantic.SecretStr` and never appear in reprs, logs or
+error messages. Every value written with a reference is remembered as written:
+processes without the file (Spark's) get the reference and resolve it themselves.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import math
 import os
 import re
 import tomllib
+import types
+import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, overload
@@ -86,6 +90,9 @@ Duration = Annotated[float, AS_DURATION, Field(ge=0)]
 Size = Annotated[int, AS_SIZE, Field(ge=0)]
 """Bytes, written in the file as e.g. "64KiB" or "4GiB" (a plain integer is bytes)."""
 TopicName = Annotated[str, AfterValidator(check_topic_name)]
+RESTORE_CHECKPOINT_TOPIC = "replicator.checkpoint.restore"
+"""Restore's checkpoint topic (restore has no section of its own): each service writes
+checkpoints into a topic of its own, which only its user may write."""
 RegionName = Annotated[str, AfterValidator(check_region_name)]
 
 
@@ -94,9 +101,38 @@ class _Model(BaseModel):
 
 
 RAW_SECRET_PROPERTIES = frozenset(
-    {"sasl.jaas.config", "ssl.key.pem", "ssl_key", "sasl.oauthbearer.config"}
+    {
+        # librdkafka's sensitive properties (_RK_SENSITIVE in rdkafka_conf.c, which its
+        # CONFIGURATION.md and debug output redact):
+        "sasl.password",
+        "sasl.oauthbearer.client.secret",
+        "sasl.oauthbearer.config",
+        "sasl.oauthbearer.assertion.private.key.passphrase",
+        "sasl.oauthbearer.assertion.private.key.pem",
+        "ssl.key.password",
+        "ssl.key.pem",
+        "ssl_key",
+        "ssl.keystore.password",
+        # Java's, which holds a password wherever it is written:
+        "sasl.jaas.config",
+    }
 )
-SECRET_WORDS = ("password", "secret")
+SECRET_WORDS = ("password", "secret", "passphrase", "private.key", "credential")
+"""Words that mark a property as a secret whatever else its name says (names compared
+in lower case, aliases resolved)."""
+
+
+def is_secret_property(name: str) -> bool:
+    """Whether the raw librdkafka property ``name`` holds a secret: one of
+    :data:`RAW_SECRET_PROPERTIES`, a name with one of :data:`SECRET_WORDS`, or inline
+    PEM (``*.pem``, ``ssl_*``) other than a certificate the typed fields own. Pure."""
+    lowered = librdkafka_name(name)
+    if lowered in RAW_SECRET_PROPERTIES or any(w in lowered for w in SECRET_WORDS):
+        return True
+    inline = lowered.endswith(".pem") or lowered.startswith("ssl_")
+    return inline and lowered not in TYPED_PROPERTIES
+
+
 LIBRDKAFKA_ALIASES = {
     "bootstrap.servers": "metadata.broker.list",
     "sasl.mechanism": "sasl.mechanisms",
@@ -204,7 +240,7 @@ class KafkaConfig(_Model):
     ) -> dict[str, str | int | float | bool]:
         for name, value in config.items():
             lowered = librdkafka_name(name)
-            if lowered in RAW_SECRET_PROPERTIES or any(w in lowered for w in SECRET_WORDS):
+            if is_secret_property(name):
                 raise ValueError(
                     f"{name} holds a secret: it would be shown in clear wherever the config "
                     "is; use the typed field (sasl_password, ssl_key_password) with a "
@@ -560,8 +596,11 @@ class IngressConfig(_Model):
     events-topic partitions Kafka assigns it."""
     segment_events_retention: Duration = 7 * 86400.0
     """Retention of the segment events topic."""
-    checkpoint_topic: TopicName = "replicator.checkpoint"
-    """The compacted topic of the writers' checkpoints."""
+    checkpoint_topic: TopicName = "replicator.checkpoint.ingress"
+    """The compacted topic of ingress's checkpoints: its own, which only ingress's user
+    may write (a checkpoint is where ingress resumes). The default was
+    ``replicator.checkpoint`` before checkpoint topics were per service: see
+    docs/operations.md, upgrading."""
     checkpoint_partitions: PositiveInt = 8
     """Partitions of ``checkpoint_topic`` (must not change once created)."""
     group_id: str = Field(default="replicator-ingress", min_length=1)
@@ -689,8 +728,10 @@ class RelayConfig(_Model):
     """Longest a transaction (records plus their checkpoint) stays open."""
     group_id: str = Field(default="replicator-relay", min_length=1)
     """Consumer group of the relay instances; also the writers' transactional id prefix."""
-    checkpoint_topic: TopicName = "replicator.checkpoint"
-    """The compacted topic of the writers' checkpoints (and the relay's identity)."""
+    checkpoint_topic: TopicName = "replicator.checkpoint.relay"
+    """The compacted topic of the relay's checkpoints (and its identity): its own, which
+    only the relay's user may write. The default was ``replicator.checkpoint`` before
+    checkpoint topics were per service: see docs/operations.md, upgrading."""
     checkpoint_partitions: PositiveInt = 8
     """Partitions of ``checkpoint_topic`` (must not change once created)."""
     assignment_topic: TopicName = "replicator.relay.assignments"
@@ -929,16 +970,23 @@ def parse_config(text: str, source: str, env: Mapping[str, str]) -> Config:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, [("", f"not valid TOML: {exc}")]) from None
+    refused = [
+        (key_path(path), REFERENCE_REFUSED)
+        for path, _ in _references(raw, ())
+        if not reference_allowed(path)
+    ]
     unset: list[tuple[str, str]] = []
     expanded = _expand_env(raw, (), env, unset, source=source)
     try:
         config = Config.model_validate(expanded)
     except ValidationError as exc:
-        paths = {path for path, _ in unset}  # the error there is the unset variable
+        # The error at an unset variable or a refused reference is that, not its value.
+        paths = {path for path, _ in unset + refused}
         errors = [e for e in validation_problems(exc) if e[0] not in paths]
-        raise ConfigError(source, unset + errors) from None
+        unset = [problem for problem in unset if problem[0] not in dict(refused)]
+        raise ConfigError(source, refused + unset + errors) from None
     secrets = {key_path(path) for path in secret_paths(config)}
-    problems = [problem for problem in unset if problem[0] not in secrets]
+    problems = refused + [p for p in unset if p[0] not in secrets and p[0] not in dict(refused)]
     problems += _check_references(config)
     if problems:
         raise ConfigError(source, problems)
@@ -948,6 +996,59 @@ def parse_config(text: str, source: str, env: Mapping[str, str]) -> Config:
     }
     remember_references(config, dict(_references(raw, ())))
     return config
+
+
+REFERENCE_FIELDS = frozenset({("KafkaConfig", "sasl_username")})
+"""Fields besides the secret ones whose ``${NAME}`` references are expanded: the user a
+process authenticates as (one config file for every service, each service its own user
+from its own environment). Not a secret, and shown as such."""
+REFERENCE_REFUSED = (
+    "a ${NAME} reference is expanded only in a secret field or sasl_username (elsewhere "
+    "it would show a secret in clear); write the value itself"
+)
+
+
+def reference_allowed(path: tuple[str | int, ...]) -> bool:
+    """Whether a ``${NAME}`` reference at key ``path`` of the file is expanded: in a
+    secret field (:class:`pydantic.SecretStr`, alone or in a list) or one of
+    :data:`REFERENCE_FIELDS`; found from the model's annotations, before validation.
+    Pure."""
+    annotation: Any = Config
+    owner, last = "", ""
+    for part in path:
+        annotation = _unwrapped(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            field = annotation.model_fields.get(str(part))
+            if field is None:
+                return False
+            owner, annotation = annotation.__name__, field.annotation
+            last = str(part)
+        elif typing.get_origin(annotation) is list:
+            annotation = typing.get_args(annotation)[0]
+        elif typing.get_origin(annotation) is dict:
+            annotation = typing.get_args(annotation)[1]
+        else:
+            return False
+    annotation = _unwrapped(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, SecretStr):
+        return True
+    return bool(path) and (owner, last) in REFERENCE_FIELDS and not isinstance(path[-1], int)
+
+
+def _unwrapped(annotation: Any) -> Any:
+    """``annotation`` without ``Annotated`` and ``None`` in a union; a union of several
+    types is left as it is."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            members = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(members) != 1:
+                return annotation
+            annotation = members[0]
+        else:
+            return annotation
 
 
 def remember_references(config: Config, texts: dict[tuple[str | int, ...], str]) -> None:

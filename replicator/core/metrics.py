@@ -33,16 +33,25 @@ Kubernetes the NetworkPolicy lets only the scrapers' namespace reach the port.""
 REQUEST_TIMEOUT = 10.0
 """Seconds a connection has, from its accept, to send its request and read the answer
 (Prometheus's own scrape timeout is 10 s); then it is closed, however slowly it drips."""
+RESPONSE_TIMEOUT = 2.0
+"""Seconds an answer has, from its request's arrival, to be written (read by the client):
+a scraper reads at once, and a /metrics body is written in milliseconds; a client that
+asks and never reads is closed then, within ``REQUEST_TIMEOUT`` of its accept."""
 MAX_CONNECTIONS = 16
 """Connections served at once (a thread each). Past it, the oldest one still sending its
 request is closed to make room: a scrape or a probe sends its request at once and is
 answered in milliseconds, so it is never the oldest for long, and idle connections
-(slowloris) cannot shut them out."""
+(slowloris) cannot shut them out. When every one is being answered, the one answered
+longest is closed instead if it has taken more than ``ANSWER_GRACE``: clients that ask
+and never read cannot shut probes out either."""
+ANSWER_GRACE = 0.5
+"""Seconds an answer is let be before a new connection may take its slot (see above)."""
 
 
 class _Server(ThreadingHTTPServer):
     """One thread per connection, at most ``max_connections`` of them, each closed at its
-    deadline. The accepting thread enforces both: it closes the connections past their
+    deadline (``request_timeout`` from its accept, and ``response_timeout`` from its
+    request's arrival). The accepting thread enforces both: it closes the connections past their
     deadline every ``poll_interval`` (``service_actions``) and makes room on accept.
     Closing is ``shutdown()`` of the socket, which wakes its thread from a blocked read
     or write; the thread then ends and forgets the connection."""
@@ -52,6 +61,8 @@ class _Server(ThreadingHTTPServer):
     registry: CollectorRegistry
     health: Health
     request_timeout: float
+    response_timeout: float
+    answer_grace: float
     max_connections: int
 
     def __init__(self, address: tuple[str, int]) -> None:
@@ -59,19 +70,19 @@ class _Server(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._deadlines: dict[socket.socket, float] = {}
         """Open connections and when each must be done, in accept order."""
-        self._answering: set[socket.socket] = set()
-        """Connections whose request has arrived (not closed to make room)."""
+        self._answering: dict[socket.socket, float] = {}
+        """Connections whose request has arrived (not closed to make room), and when."""
         self._closed: set[socket.socket] = set()
         """Connections closed here whose thread has not ended yet: not answered."""
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._lock:
             if len(self._deadlines) >= self.max_connections:
-                waiting = [c for c in self._deadlines if c not in self._answering]
-                if not waiting:
+                making_room = self._making_room()
+                if making_room is None:
                     self.shutdown_request(request)  # every slot is answering: try later
                     return
-                self._close(waiting[0])
+                self._close(making_room)
             self._deadlines[request] = time.monotonic() + self.request_timeout
         super().process_request(request, client_address)
 
@@ -81,16 +92,30 @@ class _Server(ThreadingHTTPServer):
         finally:
             with self._lock:
                 self._deadlines.pop(request, None)
-                self._answering.discard(request)
+                self._answering.pop(request, None)
                 self._closed.discard(request)
+
+    def _making_room(self) -> socket.socket | None:
+        """The connection to close for a new one (the lock is held): the oldest still
+        sending its request, else the one answered longest if past ``answer_grace``."""
+        waiting = [c for c in self._deadlines if c not in self._answering]
+        if waiting:
+            return waiting[0]
+        answered = [(since, c) for c, since in self._answering.items() if c in self._deadlines]
+        if not answered:
+            return None
+        since, longest = min(answered, key=lambda item: item[0])
+        return longest if time.monotonic() - since > self.answer_grace else None
 
     def answering(self, request: Any) -> bool:
         """Mark ``request`` as being answered; False if it was closed (its end of
         headers may be the close itself): then it gets no answer."""
         with self._lock:
-            if request in self._closed:
+            if request in self._closed or request not in self._deadlines:
                 return False
-            self._answering.add(request)
+            now = time.monotonic()
+            self._answering[request] = now
+            self._deadlines[request] = min(self._deadlines[request], now + self.response_timeout)
             return True
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -160,6 +185,8 @@ def serve(
     ``host``:``port`` (port 0 picks a free one); returns the server (``shutdown()`` it)."""
     server = _Server((host, port))
     server.request_timeout = REQUEST_TIMEOUT
+    server.response_timeout = RESPONSE_TIMEOUT
+    server.answer_grace = ANSWER_GRACE
     server.max_connections = MAX_CONNECTIONS
     server.registry = registry
     server.health = health or Health()

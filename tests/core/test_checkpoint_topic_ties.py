@@ -14,6 +14,7 @@ replicator/core/kafka/checkpoints.py), and claims only committed records.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
@@ -21,6 +22,7 @@ from confluent_kafka import Producer, TopicPartition
 from replicator.core.kafka.checkpoints import (
     Checkpoint,
     foreign_claim,
+    other_writer,
     stale_reason,
 )
 from replicator.core.kafka.errors import DestinationRecreatedError
@@ -197,3 +199,39 @@ def test_a_halt_after_an_abort_claims_the_last_committed_record(local_stack, uni
         "a record of the aborted transaction"
     )
     assert _committed_records(where) == 100
+
+
+def test_a_checkpoint_of_another_writer_kind_is_not_its_writers(local_stack, unique, caplog):
+    """Ingress wrote source offsets 0..49; then a plain record (no transaction: visible to
+    read_committed readers at once) claims to be a relay's checkpoint of the same key,
+    source offsets up to 400 done, no destination record: taken as ingress's resume
+    point, offsets 50..399 would never be replayed. Ingress resumes after its own."""
+    where = writer_destination(local_stack, unique)
+    group = unique("g")
+    _write(where, group, 0, 50)
+    forged = Checkpoint(
+        where.target.destination_topic, 0, "us-east-1", "t", 400, -1, 2.0, writer="relay",
+        destination_topic_id=where.store.topic_id(where.target.destination_topic),
+    )  # fmt: skip
+    producer = Producer(where.kafka)
+    where.store.produce(producer, where.target, forged)
+    assert producer.flush(30) == 0
+
+    again = PartitionWriter(where.kafka, group, where.target, where.store, kind="ingress")
+    with caplog.at_level(logging.WARNING):
+        resume = again.open()
+    again.close()
+    assert resume.next_source_offset == 50, (
+        f"ingress resumes at source offset {resume.next_source_offset}, from a checkpoint "
+        "the relay's kind wrote"
+    )
+    assert resume.checkpoint is not None and resume.checkpoint.writer == "ingress"
+    assert "written by relay" in caplog.text
+
+
+def test_only_a_checkpoint_of_the_readers_own_kind_or_of_no_recorded_kind_is_its():
+    mine = replace(_checkpoint(9, 10), writer="ingress")
+    assert other_writer(mine, "ingress") is None
+    assert other_writer(replace(mine, writer=""), "ingress") is None  # older versions
+    reason = other_writer(replace(mine, writer="restore"), "ingress")
+    assert reason is not None and "written by restore" in reason

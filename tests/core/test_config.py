@@ -137,15 +137,37 @@ def test_missing_file_names_the_file(tmp_path):
         load_config(tmp_path / "nope.toml")
 
 
-def test_env_references_are_expanded():
-    text = MINIMAL.replace('"bucket-east"', '"${BUCKET}"')
-    assert parse(text, {"BUCKET": "from-env"}).region("us-east-1").bucket == "from-env"
+def test_a_reference_outside_the_secret_fields_is_refused_naming_its_key():
+    """Expanded there, a secret would be shown in clear (config check prints the
+    values, a client id reaches the broker's logs): refused, whether or not set."""
+    env = {"AWS_SECRET": "hunter2-secret"}
+    for text, key in (
+        (MINIMAL.replace('"bucket-east"', '"${AWS_SECRET}"'), "regions.us-east-1.bucket"),
+        (
+            SASL.replace('"client.id" = "repl"', '"client.id" = "x-${AWS_SECRET}"'),
+            'regions.us-east-1.kafka.config."client.id"',
+        ),
+        (MINIMAL.replace('"bucket-east"', '"${NO_SUCH_VAR}"'), "regions.us-east-1.bucket"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            parse(text, env | {"KAFKA_PASSWORD": "pw"})
+        [(where, message)] = info.value.problems
+        assert where == key
+        assert message.startswith("a ${NAME} reference is expanded only in a secret field")
+        assert "hunter2-secret" not in str(info.value)
+
+
+def test_references_are_expanded_in_secret_fields_and_the_user_name():
+    text = SASL.replace('sasl_username = "replicator"', 'sasl_username = "${KAFKA_USER}"')
+    kafka = parse(text, {"KAFKA_USER": "ingress", "KAFKA_PASSWORD": "pw"}).region("us-east-1").kafka
+    assert kafka.sasl_username == "ingress"
+    assert kafka.sasl_password is not None and kafka.sasl_password.get_secret_value() == "pw"
 
 
 def test_missing_env_variable_is_named_with_its_key_path():
-    text = MINIMAL.replace('"bucket-east"', '"${NO_SUCH_VAR}"')
-    assert problems(text) == [
-        ("regions.us-east-1.bucket", "environment variable NO_SUCH_VAR is not set")
+    text = SASL.replace('sasl_username = "replicator"', 'sasl_username = "${NO_SUCH_VAR}"')
+    assert problems(text, {"KAFKA_PASSWORD": "pw"}) == [
+        ("regions.us-east-1.kafka.sasl_username", "environment variable NO_SUCH_VAR is not set")
     ]
 
 
@@ -199,6 +221,13 @@ def test_secret_value_does_not_leak_into_validation_errors():
         ('"ssl.key.password" = "x"', "ssl.key.password holds a secret"),
         ('"sasl.jaas.config" = "x"', "sasl.jaas.config holds a secret"),
         ('"sasl.oauthbearer.client.secret" = "x"', "holds a secret"),
+        ('"sasl.oauthbearer.assertion.private.key.passphrase" = "x"', "holds a secret"),
+        ('"sasl.oauthbearer.assertion.private.key.pem" = "x"', "holds a secret"),
+        ('"ssl.keystore.password" = "x"', "holds a secret"),
+        ('"ssl.key.pem" = "x"', "holds a secret"),
+        ('"ssl_key" = "x"', "holds a secret"),
+        ('"sasl.oauthbearer.config" = "x"', "holds a secret"),
+        ('"SASL.OAuthBearer.Client.Credentials.Client.Secret" = "x"', "holds a secret"),
         ('"security.protocol" = "PLAINTEXT"', "set by the typed field security_protocol"),
         ('"sasl.mechanisms" = "PLAIN"', "set by the typed field sasl_mechanism"),
         ('"ssl.ca.location" = "/tmp/other.pem"', "set by the typed field ssl_ca_location"),
@@ -423,5 +452,9 @@ def test_a_secret_whose_variable_is_unset_fails_where_it_is_used_not_at_load():
 
 
 def test_a_non_secret_value_whose_variable_is_unset_still_fails_at_load():
-    found = problems(SASL.replace('bucket = "bucket-east"', 'bucket = "${NO_BUCKET}"'), {})
-    assert ("regions.us-east-1.bucket", "environment variable NO_BUCKET is not set") in found
+    text = SASL.replace('sasl_username = "replicator"', 'sasl_username = "${NO_USER}"')
+    found = problems(text, {})
+    assert (
+        "regions.us-east-1.kafka.sasl_username",
+        "environment variable NO_USER is not set",
+    ) in found

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from replicator.core import metrics
 from replicator.core.health import (
@@ -195,3 +195,38 @@ def test_request_lines_are_logged_with_control_characters_escaped(caplog):
     assert lines, [r.getMessage() for r in caplog.records]
     assert all("\x1b" not in line and "\x07" not in line for line in lines), lines
     assert any("\\x1b[2J" in line for line in lines), lines
+
+
+FULL_REQUEST = b"GET /metrics HTTP/1.1\r\nHost: replicator\r\n\r\n"
+
+
+def test_clients_that_ask_and_never_read_leave_room_for_a_probe():
+    """More clients than the cap send a whole request and never read the answer, one too
+    large to sit in the sockets' buffers unread. A probe sent meanwhile is answered at
+    once, not refused until the clients' 10 s deadline."""
+    registry = CollectorRegistry()
+    Gauge("replicator_test_padding", "Padding", ["label"], registry=registry).labels(
+        "x" * 8 * 1024 * 1024
+    ).set(1)
+    server = serve(registry, 0, "test", "127.0.0.1")
+    silent: list[socket.socket] = []
+    try:
+        port = server.server_port
+        for _ in range(metrics.MAX_CONNECTIONS + 4):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(5)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(FULL_REQUEST)
+            silent.append(sock)
+        time.sleep(2.5)
+        started = time.monotonic()
+        status, _ = get(port, "/healthz")
+        elapsed = time.monotonic() - started
+        assert status == 200, f"probe refused ({status}) while {len(silent)} clients do not read"
+        assert elapsed < 1.0, f"probe answered after {elapsed:.1f}s"
+    finally:
+        for sock in silent:
+            sock.close()
+        server.shutdown()
+        server.server_close()

@@ -24,6 +24,8 @@ from infra.deploy_checks import (
     k8s_isolation_problems,
     k8s_resources,
     metric_names,
+    network_egress_problems,
+    shared_identity_problems,
     verify_systemd_units,
 )
 from replicator.cli import build_parser
@@ -187,6 +189,26 @@ def test_the_isolation_check_names_what_a_workload_lacks():
         assert expected in problems, (expected, problems)
 
 
+def test_the_egress_check_names_rules_open_to_any_address_or_a_wide_block():
+    policy = {
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "out", "namespace": "ns"},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {"to": [{"ipBlock": {"cidr": "10.0.0.0/8"}}], "ports": [{"port": 9096}]},
+                {"ports": [{"protocol": "TCP", "port": 443}]},
+                {"to": [{"ipBlock": {"cidr": "10.1.2.0/24"}}], "ports": [{"port": 9096}]},
+            ],
+        },
+    }
+    assert network_egress_problems([policy]) == [
+        "NetworkPolicy ns/out: egress rule 0 reaches 10.0.0.0/8, wider than /16",
+        "NetworkPolicy ns/out: egress rule 1 reaches any address",
+    ]
+
+
 def test_ingress_memory_is_requested_above_its_measured_peak_for_each_process():
     [container] = pod_spec(workloads()["replicator-ingress"])["containers"]
     request = container["resources"]["requests"]
@@ -236,6 +258,23 @@ def test_every_systemd_unit_is_sandboxed(unit):
     assert hardening_problems(SYSTEMD_UNITS / unit) == []
     if shutil.which("systemd-analyze") is not None:
         assert exposure(SYSTEMD_UNITS / unit) <= MAX_EXPOSURE
+
+
+def test_each_systemd_unit_has_its_own_user_and_secrets_file():
+    assert shared_identity_problems(sorted(SYSTEMD_UNITS.glob("*.service"))) == []
+
+
+def test_the_identity_check_names_what_units_share(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.service").write_text(
+            "[Service]\nUser=replicator\nEnvironmentFile=/etc/replicator/secrets.env\n"
+        )
+    (tmp_path / "c.service").write_text("[Service]\nUser=c\n")
+    assert shared_identity_problems(sorted(tmp_path.glob("*.service"))) == [
+        "b.service: shares User=replicator with a.service",
+        "b.service: shares EnvironmentFile=/etc/replicator/secrets.env with a.service",
+        "c.service: no EnvironmentFile of its own",
+    ]
 
 
 def test_the_systemd_units_verify():

@@ -43,6 +43,8 @@ from infra.local_config import (
 )
 from infra.security import BROKER_USER, PASSWORD_ENV, SERVICE_USERS, SecurityMaterial, make_ca
 from replicator.core.config import Config
+from replicator.core.kafka.checkpoints import Checkpoint, WriteTarget, checkpoint_partition
+from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.segments.descriptor import describe
 from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
@@ -249,6 +251,45 @@ def test_each_service_runs_as_its_own_user_with_only_the_documented_acls(secured
     )
     assert restore.returncode == 0, restore.stdout[-2000:] + restore.stderr[-3000:]
     assert records(secured, DESTINATION_REGION, RESTORED_COPY) == source
+
+
+def forged_checkpoint_error(secured: SecuredStack, service: str, topic: str) -> str:
+    """The error the broker gives ``service``'s user producing a plain record under a key
+    of ingress's checkpoints into ``topic`` (empty: it was written)."""
+    ingress = secured.config.ingress
+    assert ingress is not None
+    forged = Checkpoint(
+        INGRESS_COPY, 0, SOURCE_REGION, TOPIC, 10_000, -1, time.time(), writer="ingress"
+    )
+    target = WriteTarget(SourcePartition(SOURCE_REGION, TOPIC, 0), INGRESS_COPY, 0)
+    user = SERVICE_USERS[service]
+    kafka = {
+        "bootstrap.servers": secured.config.region(DESTINATION_REGION).kafka.bootstrap_servers,
+        **secured.material.client_settings(user),
+    }
+    producer = Producer(kafka)
+    errors: list[str] = []
+    producer.produce(
+        topic,
+        key=target.checkpoint_key.encode(),
+        value=forged.to_json(),
+        partition=checkpoint_partition(target.checkpoint_key, ingress.checkpoint_partitions),
+        on_delivery=lambda error, _message: errors.append(error.name()) if error else None,
+    )
+    producer.flush(30)
+    return errors[0] if errors else ""
+
+
+def test_only_ingress_user_may_write_ingress_checkpoints(secured):
+    """A checkpoint is where a writer resumes: the relay's and restore's users, which
+    write checkpoints too, are refused by the broker on ingress's checkpoint topic (each
+    service has its own), as is failover's, which only reads it."""
+    ingress = secured.config.ingress
+    assert ingress is not None
+    for service in ("relay", "restore", "failover"):
+        refused = forged_checkpoint_error(secured, service, ingress.checkpoint_topic)
+        written = f"{service}'s user wrote a checkpoint into {ingress.checkpoint_topic}"
+        assert refused == "TOPIC_AUTHORIZATION_FAILED", refused or written
 
 
 def test_a_denied_destination_topic_halts_its_source_naming_operation_and_topic(secured):

@@ -33,6 +33,13 @@ record at or beyond the partition's log end, and one whose claimed record is the
 carries another source's provenance (an unclean leader election truncated the partition
 and other records took the offsets).
 
+A checkpoint is its writer's own. Each service (ingress, the relay, restore) writes a
+checkpoint topic of its own, which only its Kafka user may write (docs/security.md): a
+plain record produced there is visible to read_committed readers at once, and a
+checkpoint claiming no destination record and a source offset far on would skip every
+offset between. A writer also passes over a checkpoint recording another writer kind
+(:func:`other_writer`): it is never its resume point.
+
 Encoding is pure; :class:`CheckpointStore` does the reading and the writing.
 """
 
@@ -240,6 +247,15 @@ def stale_reason(checkpoint: Checkpoint, topic_id: str, log_end: int) -> str | N
     return None
 
 
+def other_writer(checkpoint: Checkpoint, kind: WriterKind) -> str | None:
+    """Why ``checkpoint`` is not a resume point of a writer of ``kind``: it records another
+    writer kind; None if it records ``kind``, or none (versions before the kind was
+    recorded wrote none). Pure."""
+    if not checkpoint.writer or checkpoint.writer == kind:
+        return None
+    return f"was written by {checkpoint.writer}, not {kind}: another service's checkpoint"
+
+
 def foreign_claim(
     checkpoint: Checkpoint, found_offset: int, source_offset: int | None
 ) -> str | None:
@@ -375,15 +391,23 @@ class CheckpointStore:
             why = failures[0].str() if failures else "not acknowledged within 30 s"
             raise CheckpointError(f"could not write {key} to {self.topic}: {why}")
 
-    def resume_point(self, target: WriteTarget, *, settle: float = 0.0) -> ResumePoint:
+    def resume_point(
+        self, target: WriteTarget, *, settle: float = 0.0, kind: WriterKind | None = None
+    ) -> ResumePoint:
         """Where ``target``'s writer resumes. A writer calls it just after fencing earlier
         writers with ``settle`` > 0: it then waits up to that many seconds for their
         open transaction to end, which would otherwise still change the answer. Readers
-        (status, failover) read what is committed now."""
+        (status, failover) read what is committed now.
+
+        A writer gives its ``kind``: the latest checkpoint of the key that kind (or a
+        version recording none) wrote is its own; one another kind wrote is passed over
+        with a warning (:func:`other_writer`), never a resume point. Each service has a
+        checkpoint topic of its own that only its user may write (docs/security.md): a
+        checkpoint of another kind there was put there by hand, or by a user that should
+        not hold WRITE on it."""
         consumer = tail_reader(self.kafka, TAIL_READER_GROUP)
         ends = watermark_reader(self.kafka, TAIL_READER_GROUP)
         try:
-            key = target.checkpoint_key.encode()
             ctp = self.topic_partition(target)
             # Another writer's open transaction in the shared checkpoint partition must not
             # hide this key's committed checkpoints from the scan (see settled_end).
@@ -393,7 +417,7 @@ class CheckpointStore:
                 ctp,
                 low,
                 high,
-                lambda m: _own_checkpoint(m, key) if m.key() == key and m.value() else None,
+                lambda m: self._writers_checkpoint(m, target, kind),
             )
             checkpoint = found[1] if found else None
             dtp = TopicPartition(target.destination_topic, target.destination_partition)
@@ -420,6 +444,30 @@ class CheckpointStore:
             ends.close()
         point = furthest(checkpoint, tail)
         return replace(point, destination_topic_id=destination_id, discarded=discarded)
+
+    @staticmethod
+    def _writers_checkpoint(
+        message: Any, target: WriteTarget, kind: WriterKind | None
+    ) -> Checkpoint | None:
+        """``message``'s checkpoint if it is ``target``'s, of ``kind`` when given (see
+        :meth:`resume_point`); None to scan on."""
+        key = target.checkpoint_key.encode()
+        if message.key() != key or not message.value():
+            return None
+        checkpoint = _own_checkpoint(message, key)
+        reason = None if kind is None else other_writer(checkpoint, kind)
+        if reason is None:
+            return checkpoint
+        log.warning(
+            "%s: checkpoint %s at %s partition %d offset %d %s: passed over",
+            target,
+            target.checkpoint_key,
+            message.topic(),
+            message.partition(),
+            message.offset(),
+            reason,
+        )
+        return None
 
     @staticmethod
     def _claimed_elsewhere(

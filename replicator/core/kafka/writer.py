@@ -187,7 +187,7 @@ class PartitionWriter:
         # A transaction of another writer (a sibling of a merged partition, a writer
         # frozen mid-transaction) ends at the latest at its timeout, the same as ours.
         settle = max(SETTLE_WAIT, self._transaction_timeout + 10)
-        resume = self._checkpoints.resume_point(self.target, settle=settle)
+        resume = self._checkpoints.resume_point(self.target, settle=settle, kind=self.kind)
         # A first commit without records (all filtered, aborted or compacted away) keeps
         # claiming the last record written before, not "none" (-1): the checkpoint with
         # the furthest source offset is the resume point that translation trusts.
