@@ -3,27 +3,22 @@ deployment did not sign fails its merge (it would otherwise be signed into the o
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
 import pytest
 
 from compaction.merge import run_merge
 from compaction.planning import Merge
-from replicator.core.aws.s3_streams import S3RangedReader
 from replicator.core.segments.errors import SegmentSignatureError
-from replicator.core.segments.format import FOOTER_KEY
 from replicator.core.segments.key import SegmentKey
-from replicator.core.segments.signing import SIGNATURE_KEY, UNSIGNED, sign
+from replicator.core.segments.signing import UNSIGNED, SigningKeys
 from replicator.core.segments.store import SegmentStore
 from tests.fixtures.ingress import segment_batch
-from tests.fixtures.signing import SIGNING_KEY, signed_config, store_with
+from tests.fixtures.signing import SIGNING_KEY, signed_by, signed_config, store_with
 from tests.fixtures.stack import SOURCE
 
 
-def metadata(store: SegmentStore, key: SegmentKey) -> dict[bytes, bytes]:
-    stored = store.stat(key)
-    assert stored.etag is not None
-    source = S3RangedReader(store.client, store.bucket, stored.s3_key, stored.size, stored.etag)
-    return pq.read_metadata(source).metadata
+def stored_bytes(store: SegmentStore, key: SegmentKey) -> bytes:
+    body = store.client.get_object(Bucket=store.bucket, Key=key.to_s3_key(store.prefix))["Body"]
+    return bytes(body.read())
 
 
 def test_merged_outputs_are_signed(local_stack, compaction_setup, monkeypatch):
@@ -39,8 +34,8 @@ def test_merged_outputs_are_signed(local_stack, compaction_setup, monkeypatch):
     result = run_merge(config, SOURCE, Merge(output, inputs), None, delete=True)
 
     assert (result.records, result.deleted) == (30, 3)
-    written = metadata(store, output)
-    assert written[SIGNATURE_KEY] == sign(SIGNING_KEY.encode(), output, written[FOOTER_KEY])
+    keys = SigningKeys(SIGNING_KEY.encode())
+    assert signed_by(keys, output.to_s3_key("data"), stored_bytes(store, output))
     assert store.read_segment(output).column("offset").to_pylist() == list(range(30))
 
 
