@@ -4,6 +4,7 @@ does not validate under another deployment prefix."""
 
 from __future__ import annotations
 
+import base64
 import logging
 import subprocess
 import sys
@@ -12,19 +13,22 @@ from pathlib import Path
 import pytest
 
 from ingress.service import IngressService
+from replicator.core.config import load_config
 from replicator.core.groups.admin import GroupAdmin
+from replicator.core.groups.errors import GroupOffsetsError
 from replicator.core.groups.offsets_file import (
     GroupOffsets,
     group_history_s3_key,
     group_offsets_s3_key,
+    signed_json,
 )
 from replicator.core.groups.stored import read_group_offsets, read_group_offsets_at
 from replicator.core.kafka.clients import client_config
 from replicator.core.segments.descriptor import describe
 from replicator.core.segments.errors import SegmentSignatureError
 from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
-from replicator.core.segments.signing import SigningKeys
-from replicator.core.segments.store import SegmentStore
+from replicator.core.segments.signing import SigningKeys, public_key_of
+from replicator.core.segments.store import SegmentStore, signing_keys
 from tests.fixtures.ingress import segment_batch
 from tests.fixtures.records import plain
 from tests.fixtures.signing import SIGNING_KEY, signed_config, store_with
@@ -53,8 +57,6 @@ def test_a_forged_group_offsets_object_is_refused_and_the_others_are_read(
     assert any("_groups/forged.json" in r.getMessage() for r in refusals), caplog.text
     assert any("_group_history/forged/" in r.getMessage() for r in refusals), caplog.text
     assert all("unsigned" in r.getMessage() for r in refusals), caplog.text
-
-    from replicator.core.groups.offsets_file import signed_json
 
     good = GroupOffsets(SOURCE, "t", "good", {0: 5, 1: 7}, 2.5)
     good_key = group_offsets_s3_key("data", SOURCE, "t", "good")
@@ -119,8 +121,6 @@ def test_failover_refuses_a_forged_group_file_naming_it(
         == {}
     )
 
-    from replicator.core.groups.offsets_file import signed_json
-
     good_key = group_offsets_s3_key("data", SOURCE, setup.topic, good)
     store.put_json(
         good_key, signed_json(GroupOffsets(SOURCE, setup.topic, good, {0: 4}, 1.0), good_key, KEYS)
@@ -146,3 +146,37 @@ def test_a_signed_segment_is_refused_under_another_prefix(local_stack, bucket):
     assert theirs.read_segment(key).num_rows == 10
     with pytest.raises(SegmentSignatureError, match="matches none of the configured keys"):
         ours.open(key)
+
+
+def test_an_ed25519_deployment_signs_in_writers_and_only_verifies_in_readers(
+    local_stack, bucket, tmp_path, monkeypatch
+):
+    """Egress and compaction are given the private key's variable, the other services
+    not: theirs is a store that reads what the writers signed and cannot sign itself."""
+    private = bytes(range(32))
+    public = base64.b64encode(public_key_of(private)).decode()
+    path = tmp_path / "replicator.toml"
+    path.write_text(
+        local_stack.config_path.read_text().replace(
+            'prefix = "data"',
+            'prefix = "data"\nsigning_private_key = "${TEST_SIGNING_PRIVATE}"\n'
+            f'signing_public_keys = ["{public}"]',
+        )
+    )
+    monkeypatch.setenv("TEST_SIGNING_PRIVATE", base64.b64encode(private).decode())
+    writer = store_with(local_stack.store(SOURCE, bucket), signing_keys(load_config(path).s3))
+    monkeypatch.delenv("TEST_SIGNING_PRIVATE")
+    reader = store_with(writer, signing_keys(load_config(path).s3))
+    assert writer.keys.signs and not reader.keys.signs and reader.keys.required
+
+    key = SegmentKey(SOURCE, "sensor.events", 0, 0, 0, 9)
+    writer.write_segment(key, plain(10))
+    assert reader.read_segment(key).num_rows == 10
+    with pytest.raises(ValueError, match="TEST_SIGNING_PRIVATE"):
+        reader.write_segment(SegmentKey(SOURCE, "sensor.events", 0, 0, 10, 19), plain(10, 10))
+    group = GroupOffsets(SOURCE, "t", "app", {0: 3}, 1.0)
+    s3_key = group_offsets_s3_key("data", SOURCE, "t", "app")
+    writer.put_json(s3_key, signed_json(group, s3_key, writer.keys))
+    assert read_group_offsets(reader, SOURCE, "t") == [group]
+    with pytest.raises(GroupOffsetsError, match="signing_private_key"):
+        signed_json(group, s3_key, reader.keys)
