@@ -106,6 +106,20 @@ def test_a_footer_with_more_row_groups_than_writers_write_is_refused_unparsed(
     assert arrow_parses == []
 
 
+def test_row_groups_given_twice_in_a_footer_all_count():
+    """Thrift readers keep the last of a field given twice: a footer whose first row-group
+    list is short and whose second is long is counted by both, where no signature vouches
+    for it."""
+    version = bytes([0x15, 0x02])  # field 1, i32, 1
+    short = bytes([0x39, 0x1C, 0x00])  # field 4, a list of one empty struct
+    long = bytes([0x09, 0x08, 0xFC, 0xA8, 0x46]) + bytes(9_000)  # field 4 again: 9,000 of them
+    footer = version + short + long + b"\0"
+    assert segment_format._row_group_count(footer) == 9_001
+    assert segment_format._row_group_count(footer, whole=False) == 1
+    with pytest.raises(ValueError, match="a schema of 65 elements"):
+        segment_format._row_group_count(bytes([0x29, 0xFC, 65]) + bytes(65) + b"\0")
+
+
 def test_writers_stay_within_the_caps_readers_apply(small_cap):
     """A writer refuses a row group past the cap; a segment at the cap reads back; and a
     footer of the real cap's row groups (measured per row group) is under the footer

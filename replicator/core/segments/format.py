@@ -555,7 +555,7 @@ class SegmentReader:
             reason = check_footer_signature(keys, key.to_s3_key(prefix), footer)
             if reason is not None:
                 raise SegmentSignatureError(name, reason)
-            self._check_row_group_count(footer)
+            self._check_row_group_count(footer, whole=not keys.required)
             self._file = pq.ParquetFile(
                 self._source,
                 page_checksum_verification=True,
@@ -608,12 +608,12 @@ class SegmentReader:
         held = self._source.prefetch(start, size - start)
         return bytes(held[len(held) - 8 - length : len(held) - 8])
 
-    def _check_row_group_count(self, footer: bytes) -> None:
+    def _check_row_group_count(self, footer: bytes, whole: bool) -> None:
         """Refuse a footer declaring more than :data:`MAX_ROW_GROUPS` row groups (or a
-        schema of more than :data:`MAX_SCHEMA_ELEMENTS`), read from its raw bytes: the
-        fields before the row groups are skipped, nothing is built."""
+        schema of more than :data:`MAX_SCHEMA_ELEMENTS`), read from its raw bytes
+        (:func:`_row_group_count`): nothing is built."""
         try:
-            count = _row_group_count(footer)
+            count = _row_group_count(footer, whole)
         except ValueError as exc:
             raise CorruptSegmentError(self.name, f"unreadable Parquet footer ({exc})") from None
         if count > MAX_ROW_GROUPS:
@@ -853,28 +853,30 @@ _SCHEMA_FIELD, _ROW_GROUPS_FIELD = 2, 4
 """FileMetaData's fields in parquet.thrift: 1 version, 2 schema, 3 num_rows, 4 row_groups."""
 
 
-def _row_group_count(footer: bytes) -> int:
-    """How many row groups a raw Parquet footer (Thrift compact FileMetaData) declares:
-    its fields up to ``row_groups`` are skipped without building anything, and the list
-    header gives the count. ``ValueError`` for bytes that are not such a footer."""
+def _row_group_count(footer: bytes, whole: bool = True) -> int:
+    """How many row groups a raw Parquet footer (Thrift compact FileMetaData) declares,
+    walked without building anything: to its end if ``whole`` (a field given twice
+    counts twice, as a Thrift reader keeps the last; 3 s in Python for a footer at the
+    caps), else only up to the row groups' list header (a footer its signature vouches
+    for: written once, by a writer that keeps to the cap). ``ValueError`` for bytes that
+    are not such a footer, or a schema of more than :data:`MAX_SCHEMA_ELEMENTS`."""
     walk = _FooterWalk(footer)
-    field = 0
-    while True:
-        header = walk.byte()
-        if header == 0:
-            return 0  # no row groups
+    field = count = 0
+    while (header := walk.byte()) != 0:
         delta, kind = header >> 4, header & 0x0F
         field = field + delta if delta else walk.zigzag()
-        if field == _ROW_GROUPS_FIELD and kind == LIST:
-            return _list_size(walk)[0]
-        if field == _SCHEMA_FIELD and kind == LIST:
-            size, element = _list_size(walk)
-            if size > MAX_SCHEMA_ELEMENTS:
-                raise ValueError(f"a schema of {size} elements (a segment's has 11)")
-            for _ in range(size):
-                _skip(walk, element, 1)
-        else:
+        if kind != LIST or field not in (_SCHEMA_FIELD, _ROW_GROUPS_FIELD):
             _skip(walk, kind, 0)
+            continue
+        size, element = _list_size(walk)
+        if field == _SCHEMA_FIELD and size > MAX_SCHEMA_ELEMENTS:
+            raise ValueError(f"a schema of {size} elements (a segment's has 11)")
+        if field == _ROW_GROUPS_FIELD:
+            count += size
+            if count > MAX_ROW_GROUPS or not whole:
+                return count
+        _skip_elements(walk, size, element, 1)
+    return count
 
 
 class _FooterWalk(Compact):
@@ -904,12 +906,7 @@ def _skip(walk: Compact, kind: int, depth: int) -> None:
         _advance(walk, 8 if kind == DOUBLE else walk.varint())
     elif kind in (LIST, SET):
         size, element = _list_size(walk)
-        if element in (BOOL_TRUE, BOOL_FALSE):
-            _advance(walk, size)
-        else:
-            _advance(walk, 0, size)
-            for _ in range(size):
-                _skip(walk, element, depth + 1)
+        _skip_elements(walk, size, element, depth + 1)
     elif kind == MAP:
         size = walk.varint()
         _advance(walk, 0, size)
@@ -925,6 +922,15 @@ def _skip(walk: Compact, kind: int, depth: int) -> None:
             _skip(walk, header & 0x0F, depth + 1)
     else:
         raise ValueError(f"unknown Thrift type {kind} at byte {walk.position}")
+
+
+def _skip_elements(walk: Compact, size: int, element: int, depth: int) -> None:
+    if element in (BOOL_TRUE, BOOL_FALSE):  # one byte each in a list
+        _advance(walk, size)
+        return
+    _advance(walk, 0, size)
+    for _ in range(size):
+        _skip(walk, element, depth)
 
 
 def _advance(walk: Compact, length: int, elements: int = 0) -> None:
