@@ -76,14 +76,16 @@ output's storage class, and whether to delete the inputs."""
 
 def _merge_task(payload: MergePayload) -> MergeResult:
     """One merge in a Spark task. An input that is not a usable segment (corrupt, hostile,
-    not matching its key) fails this merge only, with the key and the reason: raising
-    would fail the whole run, and every later run at the same place."""
+    not matching its key), or an output the segment writer refuses (more row groups than
+    readers accept; no private key to sign with in an Ed25519 deployment: a ValueError
+    saying why), fails this merge only, with the key and the reason: raising would fail
+    the whole run, and every later run at the same place. Nothing is written then."""
     configure_worker_logging()
     settle_worker_heap()
     config_json, region, merge, storage_class, delete = payload
     try:
         return run_merge(config_from_json(config_json), region, merge, storage_class, delete)
-    except SegmentError as exc:
+    except (SegmentError, ValueError) as exc:
         log.error("not merging into %s: %s", merge.output, exc)
         return MergeResult(merge.output, 0, 0, 0, 0, 0, 0.0, failed=str(exc))
 

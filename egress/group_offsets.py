@@ -7,6 +7,9 @@ each change in the group's history (layout in :mod:`replicator.core.groups.offse
 Bucket replication carries them to the destination region, where ingress and
 ``replicator failover`` translate them, and restore finds them as they were at a cut.
 
+Each object is signed where the deployment signs segments (``[s3]`` signing keys), for its
+own S3 key: readers refuse one that is not (see :mod:`replicator.core.groups.offsets_file`).
+
 A group's offsets are read after the segments they refer to may still be in flight: a
 group can be ahead of what is exported. Translation handles that (the group is reported
 behind); exporting offsets never waits for data.
@@ -25,6 +28,7 @@ from replicator.core.groups.offsets_file import (
     GroupOffsets,
     group_history_s3_key,
     group_offsets_s3_key,
+    signed_json,
 )
 from replicator.core.kafka.clients import client_config
 from replicator.core.segments.store import SegmentStore
@@ -77,8 +81,9 @@ class GroupOffsetsExporter:
                 history = group_history_s3_key(
                     self.config.s3.prefix, self.egress.region, topic, group, int(now * 1000)
                 )
-                self._store.put_json(history, record.to_json())
-                self._store.put_json(key, record.to_json())
+                keys = self._store.keys
+                self._store.put_json(history, signed_json(record, history, keys))
+                self._store.put_json(key, signed_json(record, key, keys))
                 self._written[key] = offsets
                 written += 1
                 log.debug("offsets of group %s on %s: %s", escape(group), topic, offsets)

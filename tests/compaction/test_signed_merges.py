@@ -3,27 +3,27 @@ deployment did not sign fails its merge (it would otherwise be signed into the o
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
+import base64
+
 import pytest
 
+from compaction.job import _merge_task
 from compaction.merge import run_merge
 from compaction.planning import Merge
-from replicator.core.aws.s3_streams import S3RangedReader
+from replicator.core.config import load_config
+from replicator.core.config_json import config_to_json
 from replicator.core.segments.errors import SegmentSignatureError
-from replicator.core.segments.format import FOOTER_KEY
 from replicator.core.segments.key import SegmentKey
-from replicator.core.segments.signing import SIGNATURE_KEY, UNSIGNED, sign
+from replicator.core.segments.signing import UNSIGNED, SigningKeys, public_key_of
 from replicator.core.segments.store import SegmentStore
 from tests.fixtures.ingress import segment_batch
-from tests.fixtures.signing import SIGNING_KEY, signed_config, store_with
+from tests.fixtures.signing import SIGNING_KEY, signed_by, signed_config, store_with
 from tests.fixtures.stack import SOURCE
 
 
-def metadata(store: SegmentStore, key: SegmentKey) -> dict[bytes, bytes]:
-    stored = store.stat(key)
-    assert stored.etag is not None
-    source = S3RangedReader(store.client, store.bucket, stored.s3_key, stored.size, stored.etag)
-    return pq.read_metadata(source).metadata
+def stored_bytes(store: SegmentStore, key: SegmentKey) -> bytes:
+    body = store.client.get_object(Bucket=store.bucket, Key=key.to_s3_key(store.prefix))["Body"]
+    return bytes(body.read())
 
 
 def test_merged_outputs_are_signed(local_stack, compaction_setup, monkeypatch):
@@ -39,8 +39,8 @@ def test_merged_outputs_are_signed(local_stack, compaction_setup, monkeypatch):
     result = run_merge(config, SOURCE, Merge(output, inputs), None, delete=True)
 
     assert (result.records, result.deleted) == (30, 3)
-    written = metadata(store, output)
-    assert written[SIGNATURE_KEY] == sign(SIGNING_KEY.encode(), output, written[FOOTER_KEY])
+    keys = SigningKeys(SIGNING_KEY.encode())
+    assert signed_by(keys, output.to_s3_key("data"), stored_bytes(store, output))
     assert store.read_segment(output).column("offset").to_pylist() == list(range(30))
 
 
@@ -61,3 +61,37 @@ def test_an_unsigned_input_fails_the_merge_and_nothing_is_written_or_deleted(
 
     listed = [s.segment_key for s in store.list_segments(SOURCE, setup.topic, 0)]
     assert listed == [inputs[0].segment_key, forged]
+
+
+def test_a_compaction_without_the_private_key_fails_its_merges_naming_it(
+    local_stack, compaction_setup, monkeypatch
+):
+    """Ed25519: compaction is given the private key's variable like egress. Run without
+    it, each merge fails naming the setting (never writing an unsigned output, nor
+    failing the whole run); its inputs stay."""
+    setup = compaction_setup()
+    private = bytes(range(32))
+    public = base64.b64encode(public_key_of(private)).decode()
+    setup.path.write_text(
+        setup.path.read_text().replace(
+            'prefix = "data"',
+            'prefix = "data"\nsigning_private_key = "${TEST_SIGNING_PRIVATE}"\n'
+            f'signing_public_keys = ["{public}"]',
+        )
+    )
+    monkeypatch.setenv("TEST_SIGNING_PRIVATE", base64.b64encode(private).decode())
+    store = SegmentStore.for_region(load_config(setup.path), SOURCE)
+    for start in (0, 10, 20):
+        store.write_segment(
+            SegmentKey(SOURCE, setup.topic, 0, 0, start, start + 9), segment_batch(start, 10)
+        )
+    inputs = tuple(store.list_segments(SOURCE, setup.topic, 0))
+    monkeypatch.delenv("TEST_SIGNING_PRIVATE")
+    config = load_config(setup.path)
+    output = SegmentKey(SOURCE, setup.topic, 0, 1, 0, 29)
+
+    result = _merge_task((config_to_json(config), SOURCE, Merge(output, inputs), None, True))
+
+    assert result.failed is not None and "signing_private_key" in result.failed, result
+    assert "TEST_SIGNING_PRIVATE" in result.failed
+    assert store.list_segments(SOURCE, setup.topic, 0) == list(inputs)

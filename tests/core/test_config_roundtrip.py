@@ -17,6 +17,7 @@ the property test fails unless every key was written in some generated file.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import functools
 import json
@@ -62,6 +63,7 @@ from replicator.core.config_json import config_from_json, config_to_json
 from replicator.core.config_reference import _nested_model
 from replicator.core.errors import ConfigError
 from replicator.core.segments.key import check_region_name, check_topic_name
+from replicator.core.segments.signing import public_key_of
 from replicator.core.units import parse_duration, parse_size
 
 PATTERN_SOURCE = """
@@ -423,6 +425,21 @@ def secrets(min_size: int = 0) -> Maker:
     return make
 
 
+def _ed25519_pair(seed: int) -> tuple[str, str]:
+    """(private, public) Ed25519 keys as base64 of their raw bytes, from a fixed seed."""
+    private = bytes([seed]) * 32
+    return base64.b64encode(private).decode(), base64.b64encode(public_key_of(private)).decode()
+
+
+ED25519_PAIRS = dict(_ed25519_pair(seed) for seed in (1, 2, 3))
+"""Private key -> its public key: a few valid pairs to draw from."""
+
+
+def ed25519_private_keys(draft: Draft) -> Secret:
+    private = draft.draw(st.sampled_from(sorted(ED25519_PAIRS)))
+    return Secret(private, draft.draw(st.sampled_from(["clear", "set", "unset"])))
+
+
 def drawn(strategy: st.SearchStrategy[Any]) -> Maker:
     return lambda draft: draft.draw(strategy)
 
@@ -549,6 +566,10 @@ FIELDS: dict[tuple[type[BaseModel], str], Maker] = {
     (model.S3Config, "verify_keys"): lambda draft: [
         secrets(MIN_SIGNING_KEY_CHARS)(draft) for _ in range(draft.draw(st.integers(0, 2)))
     ],
+    (model.S3Config, "signing_private_key"): ed25519_private_keys,
+    (model.S3Config, "signing_public_keys"): drawn(
+        st.lists(st.sampled_from(sorted(ED25519_PAIRS.values())), max_size=2, unique=True)
+    ),
     (model.KafkaConfig, "config"): raw_properties,
     (model.EgressConfig, "region"): lambda draft: draft.region("bucket"),
     (model.CompactionConfig, "region"): lambda draft: draft.region("bucket"),
@@ -585,6 +606,17 @@ def _consistent_s3(draft: Draft, table: dict[str, Any]) -> dict[str, Any]:
         table.pop("secret_access_key", None)
     if table.get("verify_keys") and "signing_key" not in table:
         table["signing_key"] = secrets(MIN_SIGNING_KEY_CHARS)(draft)
+    ed25519 = "signing_private_key" in table or table.get("signing_public_keys")
+    if ed25519 and "signing_key" in table:  # one scheme per deployment
+        dropped = ("signing_key", "verify_keys")
+        if draft.draw(st.booleans()):
+            dropped = ("signing_private_key", "signing_public_keys")
+        for name in dropped:
+            table.pop(name, None)
+    if "signing_private_key" in table:  # its public key is among those readers accept
+        public = ED25519_PAIRS[table["signing_private_key"].value]
+        listed = table.get("signing_public_keys") or []
+        table["signing_public_keys"] = listed if public in listed else [*listed, public]
     return table
 
 

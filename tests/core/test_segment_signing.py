@@ -2,6 +2,7 @@
 else wrote (unsigned, another key, a valid empty replacement, a changed footer, a copy at
 another key), and accepts the old key during a rotation."""
 
+import base64
 import io
 import json
 
@@ -14,10 +15,11 @@ from replicator.core.errors import ConfigError
 from replicator.core.segments.errors import SegmentMismatchError, SegmentSignatureError
 from replicator.core.segments.format import FOOTER_KEY, SegmentReader, SegmentWriter
 from replicator.core.segments.key import SegmentKey
-from replicator.core.segments.signing import SIGNATURE_KEY, UNSIGNED, SigningKeys, sign
+from replicator.core.segments.signing import MARK, SIGNATURE_KEY, UNSIGNED, SigningKeys
 from replicator.core.segments.store import signing_keys
 from tests.fixtures.hostile import forge, rows
 from tests.fixtures.records import plain
+from tests.fixtures.signing import signed_by
 
 KEY = SegmentKey("us-east-1", "sensor.events", 2, 0, 100, 199)
 OLD, NEW, OTHER = b"o" * 32, b"n" * 32, b"x" * 32
@@ -55,7 +57,8 @@ def test_a_signed_segment_reads_back_and_carries_its_signature():
     data = write()
     assert read(data).num_rows == 100
     metadata = pq.read_metadata(io.BytesIO(data)).metadata
-    assert metadata[SIGNATURE_KEY] == sign(NEW, KEY, metadata[FOOTER_KEY])
+    assert metadata[SIGNATURE_KEY].startswith(MARK + b"hmac-sha256:")
+    assert signed_by(SIGNED, KEY.to_s3_key(""), data)
     assert read(data, UNSIGNED).num_rows == 100  # a deployment without keys reads it too
 
 
@@ -88,11 +91,14 @@ def test_a_changed_footer_under_a_kept_signature_is_refused():
 
 
 def test_a_signed_segment_copied_to_another_key_is_refused():
-    """The footer of a copy disagrees with its new key; were it rewritten to agree, the
-    signature (over the key) would not."""
+    """The signature is over the object key: a copy fails it before its footer is read
+    (whose fields disagree with the new key, as an unsigned reader finds); were the footer
+    rewritten to agree, the signature would still fail."""
     other = SegmentKey("us-east-1", "sensor.events", 3, 0, 100, 199)
-    with pytest.raises(SegmentMismatchError, match="footer partition is 2"):
+    with pytest.raises(SegmentSignatureError, match="matches none"):
         read(write(), key=other)
+    with pytest.raises(SegmentMismatchError, match="footer partition is 2"):
+        read(write(), UNSIGNED, key=other)
     forged = with_footer(write(key=other), {"partition": 2})
     with pytest.raises(SegmentSignatureError, match="matches none"):
         read(forged)
@@ -103,8 +109,9 @@ def test_rotation_accepts_the_old_key_only_while_it_is_listed():
     assert read(by_old, SigningKeys(NEW, (OLD,))).num_rows == 100
     with pytest.raises(SegmentSignatureError):
         read(by_old, SigningKeys(NEW))
-    metadata = pq.read_metadata(io.BytesIO(write(keys=SigningKeys(NEW, (OLD,))))).metadata
-    assert metadata[SIGNATURE_KEY] == sign(NEW, KEY, metadata[FOOTER_KEY])  # signs with new
+    by_new = write(keys=SigningKeys(NEW, (OLD,)))  # signs with the new key
+    assert signed_by(SigningKeys(NEW), KEY.to_s3_key(""), by_new)
+    assert not signed_by(SigningKeys(OLD), KEY.to_s3_key(""), by_new)
 
 
 S3_CONFIG = """
@@ -144,3 +151,62 @@ def test_short_keys_and_verify_keys_alone_are_refused_without_showing_them(s3, m
     with pytest.raises(ConfigError, match=message) as raised:
         config(s3, env)
     assert "short-secret" not in str(raised.value) and "o" * 40 not in str(raised.value)
+
+
+def ed25519_texts() -> tuple[str, str]:
+    """A new Ed25519 key pair as an operator writes them: (private PEM, public base64)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public = key.public_key().public_bytes(
+        serialization.Encoding.Raw, serialization.PublicFormat.Raw
+    )
+    return private, base64.b64encode(public).decode()
+
+
+def test_ed25519_writers_hold_the_private_key_and_readers_only_public_ones():
+    private, public = ed25519_texts()
+    s3 = f'signing_private_key = "${{SEG_PRIVATE}}"\nsigning_public_keys = ["{public}"]'
+    writer = signing_keys(config(s3, {"SEG_PRIVATE": private}).s3)
+    assert writer.signs and writer.required
+    assert writer.public_keys == (base64.b64decode(public),)
+    reader = signing_keys(config(s3, {}).s3)  # a service not given the variable
+    assert not reader.signs and reader.required and reader.public_keys == writer.public_keys
+    assert reader.no_private_key is not None and "SEG_PRIVATE" in reader.no_private_key
+    loaded = config(s3, {"SEG_PRIVATE": private})
+    secret_line = private.splitlines()[1]
+    assert secret_line not in repr(loaded) and secret_line not in repr(writer)
+    assert secret_line not in config_to_json(loaded)
+
+
+@pytest.mark.parametrize(
+    ("s3", "message"),
+    [
+        (
+            'signing_key = "${SEG_KEY}"\nsigning_public_keys = ["{public}"]',
+            "set signing_key .HMAC. or signing_private_key and signing_public_keys",
+        ),
+        ('signing_private_key = "${SEG_PRIVATE}"', "signing_public_keys is not"),
+        ('signing_public_keys = ["bm90LWEta2V5"]', r"signing_public_keys\[0\]: not an Ed25519"),
+        (
+            'signing_private_key = "${SEG_PRIVATE}"\nsigning_public_keys = ["{other}"]',
+            "signing_private_key's public key is not in signing_public_keys",
+        ),
+        (
+            'signing_private_key = "${SEG_KEY}"\nsigning_public_keys = ["{public}"]',
+            "signing_private_key: not an Ed25519 private key",
+        ),
+    ],
+)
+def test_ed25519_keys_are_validated_without_showing_them(s3, message):
+    private, public = ed25519_texts()
+    _, other = ed25519_texts()
+    env = {"SEG_KEY": "k" * 40, "SEG_PRIVATE": private}
+    text = s3.replace("{public}", public).replace("{other}", other)
+    with pytest.raises(ConfigError, match=message) as raised:
+        config(text, env)
+    assert private.splitlines()[1] not in str(raised.value) and "k" * 40 not in str(raised.value)

@@ -3,19 +3,23 @@ code a Spark task runs, here in this process) carry the signature readers requir
 
 from __future__ import annotations
 
-import pyarrow.parquet as pq
-import pytest
+import json
 
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from egress.catalog import SourceCatalog
+from egress.group_offsets import GroupOffsetsExporter
 from egress.kafka_source import read_range
 from egress.planning import OffsetRange
 from egress.segment_sink import write_ranges
-from replicator.core.aws.s3_streams import S3RangedReader
+from replicator.core.groups.offsets_file import group_offsets_s3_key
+from replicator.core.groups.stored import read_group_offsets, read_group_offsets_at
 from replicator.core.segments.errors import SegmentSignatureError
-from replicator.core.segments.format import FOOTER_KEY
-from replicator.core.segments.signing import SIGNATURE_KEY, UNSIGNED, sign
+from replicator.core.segments.signing import UNSIGNED, SigningKeys
 from replicator.core.segments.store import SegmentStore
 from tests.fixtures.egress import one_partition_topic
-from tests.fixtures.signing import SIGNING_KEY, signed_config, store_with
+from tests.fixtures.signing import SIGNING_KEY, signed_by, signed_config, store_with
 from tests.fixtures.stack import SOURCE
 
 
@@ -30,11 +34,8 @@ def test_egress_signs_the_segments_it_writes(local_stack, egress_config, unique,
     assert [(s.segment_key.start, s.segment_key.end) for s in written[0].segments] == [(0, 9)]
     store = SegmentStore.for_region(config, SOURCE)
     [segment] = store.list_segments(SOURCE, topic, 0)
-    assert segment.etag is not None
-    source = S3RangedReader(store.client, store.bucket, segment.s3_key, segment.size, segment.etag)
-    metadata = pq.read_metadata(source).metadata
-    expected = sign(SIGNING_KEY.encode(), segment.segment_key, metadata[FOOTER_KEY])
-    assert metadata[SIGNATURE_KEY] == expected
+    body = store.client.get_object(Bucket=store.bucket, Key=segment.s3_key)["Body"].read()
+    assert signed_by(SigningKeys(SIGNING_KEY.encode()), segment.s3_key, bytes(body))
     assert store.read_segment(segment).column("value").to_pylist() == [
         b"v%d" % i for i in range(10)
     ]
@@ -42,3 +43,25 @@ def test_egress_signs_the_segments_it_writes(local_stack, egress_config, unique,
     store_with(store, UNSIGNED).write_segment(segment.segment_key, store.read_segment(segment))
     with pytest.raises(SegmentSignatureError, match=f"{segment.s3_key}: unsigned"):
         store.open(segment.segment_key)
+
+
+def test_egress_signs_the_group_offsets_it_exports(local_stack, egress_config, unique, monkeypatch):
+    topic, group = unique("signed"), unique("signed-app")
+    one_partition_topic(local_stack, topic, [b"v%d" % i for i in range(10)])
+    consumer = Consumer({"bootstrap.servers": local_stack.bootstrap(SOURCE), "group.id": group})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+    consumer.close()
+    _, path = egress_config({topic: {}}, consumer_groups=[group])
+    config = signed_config(path, monkeypatch)
+
+    assert GroupOffsetsExporter(config, SourceCatalog(config)).export() == 1
+
+    store = SegmentStore.for_region(config, SOURCE)
+    [latest] = read_group_offsets(store, SOURCE, topic)
+    [at_the_time] = read_group_offsets_at(store, SOURCE, topic, None)
+    assert latest.offsets == at_the_time.offsets == {0: 7}
+    # Every object carries a signature for its own key: none reads under another.
+    s3_key = group_offsets_s3_key("data", SOURCE, topic, group)
+    body = json.loads(store.client.get_object(Bucket=store.bucket, Key=s3_key)["Body"].read())
+    assert body["signature"].startswith("replicator-signature-v2:hmac-sha256:")
+    assert read_group_offsets(store_with(store, SigningKeys(b"x" * 32)), SOURCE, topic) == []

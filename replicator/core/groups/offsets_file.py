@@ -12,10 +12,20 @@ the group had committed then. Expire it with a lifecycle rule like the segments.
 Value: ``{"format_version": 1, "region", "topic", "group", "time", "offsets": {"0": X}}``
 where X is the group's committed offset on that source partition: the offset of the next
 record the group will read. Pure functions; the store does the I/O.
+
+Signed like segments where the deployment signs (:mod:`replicator.core.segments.signing`):
+a ``"signature"`` field over the object's S3 key (prefix included) and its value in one
+canonical spelling (sorted keys, no spaces: what :meth:`GroupOffsets.to_json` gives, so
+the reader signs over what it parsed and will use, not over bytes it might read
+otherwise). Why: a bucket writer could otherwise give a group offsets at the end of the
+exported data, and the group, failed over, would skip everything it had not read. Readers
+check the signature after the value's types, before anything acts on it; a history entry
+is signed for its own key.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -25,6 +35,7 @@ from urllib.parse import quote, unquote
 from replicator.core.decimal_text import parse_decimal
 from replicator.core.groups.errors import GroupOffsetsError
 from replicator.core.segments.key import MAX_OFFSET, MAX_PARTITION, topic_s3_prefix
+from replicator.core.segments.signing import SigningKeys, object_message
 
 FORMAT_VERSION = 1
 GROUPS_DIRECTORY = "_groups"
@@ -33,6 +44,7 @@ SUFFIX = ".json"
 MAX_OBJECT_BYTES = 4 * 1024**2
 """Far above any real group's offsets (a partition costs ~30 bytes); a larger object is
 refused before it is parsed."""
+SIGNATURE_FIELD = "signature"
 MAX_GROUP_ID_CHARS = 255
 TIME_DIGITS = 13
 """History keys' times in ms are zero-padded to 13 digits (sorted in time order until 2286)."""
@@ -96,6 +108,35 @@ class GroupOffsets:
         return cls(
             str(fields["region"]), str(fields["topic"]), str(fields["group"]), parsed, float(stamp)
         )
+
+
+def _canonical(record: GroupOffsets) -> bytes:
+    return json.dumps(record.to_json(), sort_keys=True, separators=(",", ":")).encode()
+
+
+def signed_json(record: GroupOffsets, s3_key: str, keys: SigningKeys) -> dict[str, Any]:
+    """``record``'s value to store at ``s3_key``: signed where the deployment requires
+    signatures (:class:`GroupOffsetsError` if this process holds no key to sign with)."""
+    data = record.to_json()
+    if keys.required:
+        try:
+            signature = keys.sign(object_message(s3_key, _canonical(record)))
+        except ValueError as exc:
+            raise GroupOffsetsError(f"{s3_key}: not written: {exc}") from None
+        data[SIGNATURE_FIELD] = signature.decode()
+    return data
+
+
+def signature_problem(
+    data: dict[str, Any], record: GroupOffsets, s3_key: str, keys: SigningKeys
+) -> str | None:
+    """Why the object at ``s3_key`` (``data``, parsed as ``record``) is not signed by one
+    of ``keys`` (None: it is, or the deployment does not sign)."""
+    stored = data.get(SIGNATURE_FIELD)
+    if stored is not None and not isinstance(stored, str):
+        return "its signature is not a string"
+    message = object_message(s3_key, _canonical(record))
+    return keys.check(message, stored.encode() if stored is not None else None)
 
 
 def groups_s3_prefix(prefix: str, region: str, topic: str) -> str:

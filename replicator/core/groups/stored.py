@@ -1,10 +1,13 @@
 """Reading exported group offsets objects out of a bucket (I/O).
 
 A damaged or foreign object under ``_groups/`` is skipped with a warning naming its key:
-it must not stop the other groups from failing over. Which groups are read at all is the
-caller's :class:`~replicator.core.groups.offsets_file.GroupSelection`, decided from the
-object keys before any object is fetched: a bucket holding a million forged groups costs
-one listing and at most ``limit`` reads.
+it must not stop the other groups from failing over. In a deployment that signs, one not
+signed by its keys (forged, or copied from another key) is refused with an error naming
+it, and its group is skipped the same way (:func:`offsets_file.signature_problem`).
+Which groups are read at all is the caller's
+:class:`~replicator.core.groups.offsets_file.GroupSelection`, decided from the object
+keys before any object is fetched: a bucket holding a million forged groups costs one
+listing and at most ``limit`` reads.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from replicator.core.groups.offsets_file import (
     group_of_s3_key,
     groups_s3_prefix,
     history_entry,
+    signature_problem,
 )
 from replicator.core.segments.store import SegmentStore
 from replicator.core.untrusted_text import escape
@@ -99,7 +103,8 @@ def _read(
                 raise GroupOffsetsError(f"{s3_key}: not a group offsets object")
             if size > MAX_OBJECT_BYTES:
                 raise GroupOffsetsError(f"{s3_key}: {size} bytes, over {MAX_OBJECT_BYTES}")
-            offsets = GroupOffsets.from_json(store.get_json(s3_key), s3_key)
+            data = store.get_json(s3_key)
+            offsets = GroupOffsets.from_json(data, s3_key)
             if (offsets.region, offsets.topic, offsets.group) != (region, topic, group):
                 raise GroupOffsetsError(
                     f"{s3_key}: names {offsets.region}/{offsets.topic} group "
@@ -107,6 +112,15 @@ def _read(
                 )
         except (GroupOffsetsError, StorageError) as exc:
             log.warning("skipping group offsets: %s", escape(exc))
+            continue
+        problem = signature_problem(data, offsets, s3_key, store.keys)
+        if problem is not None:
+            log.error(
+                "refusing group offsets %s: %s; group %s is left as it is",
+                escape(s3_key),
+                problem,
+                escape(group),
+            )
             continue
         found.append(offsets)
     return found

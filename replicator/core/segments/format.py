@@ -17,13 +17,23 @@ Writing and reading work on any file-like object; :mod:`replicator.core.segments
 S3 multipart sinks and ranged-read sources. Memory is bounded by one row group.
 
 Reading, in order, each step before the next: the Parquet footer's length (from the last
-eight bytes) against its cap; the footer, against the key; the signature, where the
-deployment signs segments (:mod:`replicator.core.segments.signing`); then per row group
+eight bytes) against its cap; the footer's raw bytes are read and, where the deployment
+signs segments, their signature checked (:mod:`replicator.core.segments.signing`) before
+anything parses them; the row-group count, read from the raw bytes, against its cap; only
+then does Arrow parse the footer (Thrift), and the replicator footer (JSON) is checked
+against the key; then per row group
 the sizes the footer declares, the sizes its page headers declare (what Arrow allocates
 by, :mod:`replicator.core.segments.pages`: the footer's sizes are the writer's word
 only), decoding, the expansion of header keys, the checksum and the offsets. Nothing
 from a row group is handed on before all of its checks passed. A row group's column
 chunks are read once: the page walk and Arrow share the bytes.
+
+Why the footer's bytes first: parsing a Parquet footer costs about 16 times its size in
+memory (a forged 7.6 MiB footer of 20,000 row groups cost 120 MiB), so a footer is
+authenticated as bytes, and its row groups counted from the bytes, before Arrow builds
+anything from it. The caps are what the writers produce (:data:`MAX_ROW_GROUPS`,
+:data:`MAX_PARQUET_FOOTER_BYTES`); the writer refuses to pass them, so that nothing a
+writer makes is refused by a reader.
 """
 
 from __future__ import annotations
@@ -51,13 +61,29 @@ from replicator.core.segments.errors import (
     SegmentSignatureError,
 )
 from replicator.core.segments.key import SegmentKey
-from replicator.core.segments.pages import chunk_cost
+from replicator.core.segments.pages import (
+    BINARY,
+    BOOL_FALSE,
+    BOOL_TRUE,
+    BYTE,
+    DOUBLE,
+    I16,
+    I32,
+    I64,
+    LIST,
+    MAP,
+    MAX_DEPTH,
+    SET,
+    STRUCT,
+    Compact,
+    chunk_cost,
+)
 from replicator.core.segments.signing import (
     SIGNATURE_KEY,
     UNSIGNED,
     SigningKeys,
-    check_signature,
-    sign,
+    check_footer_signature,
+    sign_footer,
 )
 from replicator.core.untrusted_json import Kinds, check_fields, json_object
 
@@ -99,12 +125,24 @@ MAX_ROW_GROUP_BYTES = 256 * 1024**2
 then against what its page headers declare (the bound that holds): a small file must not
 be able to make every reader allocate gigabytes. A row group holds at least one record,
 so the byte cap is above the largest record a destination accepts (64 MiB)."""
+MAX_ROW_GROUPS = 8_192
+"""The most row groups a segment has: the writer refuses to write more, a reader refuses
+a footer declaring more before Arrow parses it. Row groups close at
+:data:`DEFAULT_ROW_GROUP_BYTES` of records as Arrow holds them (8 MiB), so 8,192 of them
+hold 64 GiB: an egress segment (``max_segment_bytes``, 100 MiB by default) has about
+twenty, and a compaction output (at most ``max_segment_bytes`` = 4 GiB of stored segments
+by default) reaches the cap only if zstd shrank its records sixteenfold. Each costs a
+reader about 6 KiB while the footer is parsed: 48 MiB at the cap."""
 MAX_FOOTER_BYTES = 1024**2
-"""The largest replicator footer (JSON) a reader parses."""
-MAX_PARQUET_FOOTER_BYTES = 8 * 1024**2
-"""The largest Parquet footer (Thrift) a reader parses, checked from the file's last eight
-bytes before Arrow reads it: a segment of 5 GB in row groups of 8 MiB has a footer of
-about 1 MiB."""
+"""The largest replicator footer (JSON) a reader parses (8,192 row-group checksums take
+550 KB)."""
+MAX_PARQUET_FOOTER_BYTES = 6 * 1024**2
+"""The largest Parquet footer (Thrift) a reader reads, checked from the file's last eight
+bytes before anything else: a segment of :data:`MAX_ROW_GROUPS` row groups has a footer
+of about 4.6 MiB (583 bytes a row group, measured in
+``tests/core/test_footer_authentication.py``)."""
+MAX_SCHEMA_ELEMENTS = 64
+"""A segment's schema has 11 elements; more is not a segment (refused unparsed)."""
 WRITER_PREFIX = "parquet-cpp"
 """What every segment's ``created_by`` starts with. Arrow reads past a column chunk's end
 for files that say an old parquet-mr wrote them; a segment never says so."""
@@ -274,12 +312,18 @@ class SegmentWriter:
         row_group_rows: int = DEFAULT_ROW_GROUP_ROWS,
         compression_level: int | None = None,
         keys: SigningKeys = UNSIGNED,
+        prefix: str = "",
     ) -> None:
         """``keys``: with a signing key, the footer is signed (see
-        :mod:`replicator.core.segments.signing`)."""
+        :mod:`replicator.core.segments.signing`) for the object key of ``key`` under
+        ``prefix``; a deployment that requires signatures but holds no key to sign with
+        (an Ed25519 reader) cannot write (``ValueError``)."""
+        if keys.required and not keys.signs:
+            keys.placeholder()  # raises, saying which key is missing
         self.segment_key = key
         self._keys = keys
-        self._sink = sink
+        self._prefix = prefix
+        self._sink = _FooterHoldingSink(sink)
         self._row_group_bytes = row_group_bytes
         self._row_group_rows = row_group_rows
         self._pending: list[pa.RecordBatch] = []
@@ -293,7 +337,7 @@ class SegmentWriter:
         self.source_data_loss = False
         """Set by a writer that knows covered offsets were lost at the source."""
         self._writer = pq.ParquetWriter(
-            sink,
+            self._sink,
             SCHEMA,
             compression="zstd",
             compression_level=compression_level,
@@ -359,6 +403,11 @@ class SegmentWriter:
     def _flush_row_group(self) -> None:
         if not self._pending:
             return
+        if len(self._checksums) >= MAX_ROW_GROUPS:
+            raise ValueError(
+                f"segment {self.segment_key} would have more than {MAX_ROW_GROUPS} row groups "
+                "(what readers accept): write smaller segments (compaction max_segment_bytes)"
+            )
         table = pa.Table.from_batches(self._pending, schema=SCHEMA)
         self._checksums.append(content_checksum(table))
         self._writer.write_table(table, row_group_size=table.num_rows)
@@ -403,14 +452,75 @@ class SegmentWriter:
             row_group_checksums=tuple(self._checksums),
             source_data_loss=self.source_data_loss,
         )
-        footer_json = footer.to_json()
-        metadata = {FOOTER_KEY: footer_json}
-        if self._keys.signing is not None:
-            metadata[SIGNATURE_KEY] = sign(self._keys.signing, self.segment_key, footer_json)
+        metadata = {FOOTER_KEY: footer.to_json()}
+        if self._keys.signs:
+            metadata[SIGNATURE_KEY] = self._keys.placeholder()
         self._writer.add_key_value_metadata(metadata)
+        self._sink.hold()
         self._writer.close()
+        tail = self._sink.release()
+        if self._keys.signs:
+            tail = self._signed(tail)
+        self._sink.sink.write(tail)
         self._closed = True
         return footer
+
+    def _signed(self, tail: bytes) -> bytes:
+        """``tail`` (what Arrow wrote on close, ending in the footer, its length and the
+        magic) with the footer's signature placeholder replaced by the signature."""
+        length = int.from_bytes(tail[-8:-4], "little")
+        if len(tail) < length + 8:
+            raise ValueError(f"segment {self.segment_key}: the footer was not held whole")
+        footer = tail[-8 - length : -8]
+        signed = sign_footer(self._keys, self.segment_key.to_s3_key(self._prefix), footer)
+        return tail[: -8 - length] + signed + tail[-8:]
+
+
+class _FooterHoldingSink:
+    """The sink Arrow writes a segment to: passes writes through until :meth:`hold`, then
+    keeps them (the footer, written on close) until :meth:`release`, so that the footer's
+    signature can be put in before any of it reaches the sink."""
+
+    def __init__(self, sink: IO[bytes] | io.RawIOBase) -> None:
+        self.sink = sink
+        self._held: list[bytes] | None = None
+        self._position = 0
+        self.closed = False
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._position
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        if self._held is None:
+            self.sink.write(data)
+        else:
+            self._held.append(bytes(data))
+        self._position += size
+        return size
+
+    def flush(self) -> None:
+        if self._held is None:
+            self.sink.flush()
+
+    def close(self) -> None:
+        self.closed = True  # the sink is the caller's to close
+
+    def hold(self) -> None:
+        self._held = []
+
+    def release(self) -> bytes:
+        held, self._held = b"".join(self._held or []), None
+        return held
 
 
 # ---------------------------------------------------------------------------------------
@@ -427,15 +537,25 @@ class SegmentReader:
     """
 
     def __init__(
-        self, source: Any, key: SegmentKey, name: str, keys: SigningKeys = UNSIGNED
+        self,
+        source: Any,
+        key: SegmentKey,
+        name: str,
+        keys: SigningKeys = UNSIGNED,
+        prefix: str = "",
     ) -> None:
-        """``keys``: with a signing key, a segment without a signature by one of them is
-        refused (:class:`SegmentSignatureError`) before any row group is read."""
+        """``keys``: where signatures are required, a segment whose footer is not signed
+        by one of them for the object key of ``key`` under ``prefix`` is refused
+        (:class:`SegmentSignatureError`) before its footer is parsed."""
         self.segment_key = key
         self.name = name
         self._source = _RowGroupWindow(source)
         try:
-            self._check_footer_length()
+            footer = self._footer_bytes()
+            reason = check_footer_signature(keys, key.to_s3_key(prefix), footer)
+            if reason is not None:
+                raise SegmentSignatureError(name, reason)
+            self._check_row_group_count(footer, whole=not keys.required)
             self._file = pq.ParquetFile(
                 self._source,
                 page_checksum_verification=True,
@@ -465,20 +585,17 @@ class SegmentReader:
         except (ValueError, TypeError, KeyError) as exc:
             raise SegmentMismatchError(name, f"unreadable footer ({exc})") from None
         self._check_footer()
-        reason = check_signature(keys, key, raw, metadata.get(SIGNATURE_KEY))
-        if reason is not None:
-            raise SegmentSignatureError(name, reason)
         self._check_schema()
 
-    def _check_footer_length(self) -> None:
-        """Refuse a Parquet footer longer than :data:`MAX_PARQUET_FOOTER_BYTES` before
-        Arrow parses it (its length is in the file's last eight bytes)."""
+    def _footer_bytes(self) -> bytes:
+        """The Parquet footer's raw bytes, its length (in the file's last eight bytes)
+        checked against :data:`MAX_PARQUET_FOOTER_BYTES` before they are read. They stay
+        held for Arrow with what it reads first (the last 64 KiB): one request."""
         size = self._source.size
         if size < 12:
             raise ValueError(f"{size} bytes is too short for Parquet")
-        # What Arrow reads first (the last 64 KiB) in one request, kept for Arrow.
         tail_bytes = min(size, FOOTER_READ_BYTES)
-        tail = self._source.prefetch(size - tail_bytes, tail_bytes)[-8:]
+        tail = bytes(self._source.read_at(size - 8, 8))
         if tail[4:] != b"PAR1":
             raise ValueError("no Parquet magic at the end")
         length = int.from_bytes(tail[:4], "little")
@@ -486,6 +603,22 @@ class SegmentReader:
             raise SegmentMismatchError(
                 self.name,
                 f"Parquet footer of {length} bytes (cap {MAX_PARQUET_FOOTER_BYTES}, file {size})",
+            )
+        start = size - max(tail_bytes, length + 8)
+        held = self._source.prefetch(start, size - start)
+        return bytes(held[len(held) - 8 - length : len(held) - 8])
+
+    def _check_row_group_count(self, footer: bytes, whole: bool) -> None:
+        """Refuse a footer declaring more than :data:`MAX_ROW_GROUPS` row groups (or a
+        schema of more than :data:`MAX_SCHEMA_ELEMENTS`), read from its raw bytes
+        (:func:`_row_group_count`): nothing is built."""
+        try:
+            count = _row_group_count(footer, whole)
+        except ValueError as exc:
+            raise CorruptSegmentError(self.name, f"unreadable Parquet footer ({exc})") from None
+        if count > MAX_ROW_GROUPS:
+            raise SegmentMismatchError(
+                self.name, f"Parquet footer declares {count} row groups (cap {MAX_ROW_GROUPS})"
             )
 
     def _check_schema(self) -> None:
@@ -714,6 +847,97 @@ class SegmentReader:
         if not tables:
             return SCHEMA.empty_table()
         return pa.concat_tables(tables)
+
+
+_SCHEMA_FIELD, _ROW_GROUPS_FIELD = 2, 4
+"""FileMetaData's fields in parquet.thrift: 1 version, 2 schema, 3 num_rows, 4 row_groups."""
+
+
+def _row_group_count(footer: bytes, whole: bool = True) -> int:
+    """How many row groups a raw Parquet footer (Thrift compact FileMetaData) declares,
+    walked without building anything: to its end if ``whole`` (a field given twice
+    counts twice, as a Thrift reader keeps the last; 3 s in Python for a footer at the
+    caps), else only up to the row groups' list header (a footer its signature vouches
+    for: written once, by a writer that keeps to the cap). ``ValueError`` for bytes that
+    are not such a footer, or a schema of more than :data:`MAX_SCHEMA_ELEMENTS`."""
+    walk = _FooterWalk(footer)
+    field = count = 0
+    while (header := walk.byte()) != 0:
+        delta, kind = header >> 4, header & 0x0F
+        field = field + delta if delta else walk.zigzag()
+        if kind != LIST or field not in (_SCHEMA_FIELD, _ROW_GROUPS_FIELD):
+            _skip(walk, kind, 0)
+            continue
+        size, element = _list_size(walk)
+        if field == _SCHEMA_FIELD and size > MAX_SCHEMA_ELEMENTS:
+            raise ValueError(f"a schema of {size} elements (a segment's has 11)")
+        if field == _ROW_GROUPS_FIELD:
+            count += size
+            if count > MAX_ROW_GROUPS or not whole:
+                return count
+        _skip_elements(walk, size, element, 1)
+    return count
+
+
+class _FooterWalk(Compact):
+    def byte(self) -> int:
+        if self.position >= self.end:
+            raise ValueError(f"the footer ends inside a value (byte {self.position})")
+        return super().byte()
+
+
+def _list_size(walk: Compact) -> tuple[int, int]:
+    header = walk.byte()
+    size, element = header >> 4, header & 0x0F
+    return (walk.varint() if size == 15 else size), element
+
+
+def _skip(walk: Compact, kind: int, depth: int) -> None:
+    """Move past one Thrift compact value of type ``kind`` without building it."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"Thrift values nested deeper than {MAX_DEPTH}")
+    if kind in (BOOL_TRUE, BOOL_FALSE):
+        return
+    if kind == BYTE:
+        walk.byte()
+    elif kind in (I16, I32, I64):
+        walk.varint()
+    elif kind in (DOUBLE, BINARY):
+        _advance(walk, 8 if kind == DOUBLE else walk.varint())
+    elif kind in (LIST, SET):
+        size, element = _list_size(walk)
+        _skip_elements(walk, size, element, depth + 1)
+    elif kind == MAP:
+        size = walk.varint()
+        _advance(walk, 0, size)
+        if size:
+            types = walk.byte()
+            for _ in range(size):
+                _skip(walk, types >> 4, depth + 1)
+                _skip(walk, types & 0x0F, depth + 1)
+    elif kind == STRUCT:
+        while (header := walk.byte()) != 0:
+            if not header >> 4:
+                walk.zigzag()
+            _skip(walk, header & 0x0F, depth + 1)
+    else:
+        raise ValueError(f"unknown Thrift type {kind} at byte {walk.position}")
+
+
+def _skip_elements(walk: Compact, size: int, element: int, depth: int) -> None:
+    if element in (BOOL_TRUE, BOOL_FALSE):  # one byte each in a list
+        _advance(walk, size)
+        return
+    _advance(walk, 0, size)
+    for _ in range(size):
+        _skip(walk, element, depth)
+
+
+def _advance(walk: Compact, length: int, elements: int = 0) -> None:
+    """Move ``length`` bytes on; ``elements`` more values must still fit (one byte each)."""
+    if length < 0 or walk.position + length + elements > walk.end:
+        raise ValueError(f"a value runs past the footer's end at byte {walk.position}")
+    walk.position += length
 
 
 READ_SCHEMA = pa.schema(

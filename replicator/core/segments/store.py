@@ -31,6 +31,7 @@ from replicator.core.aws.errors import StorageError
 from replicator.core.aws.s3_streams import S3MultipartWriter, S3RangedReader, UploadedObject
 from replicator.core.config import Config, S3Config
 from replicator.core.decimal_text import parse_decimal
+from replicator.core.errors import ConfigError
 from replicator.core.segments.errors import SegmentKeyError
 from replicator.core.segments.format import (
     DEFAULT_ROW_GROUP_BYTES,
@@ -45,7 +46,12 @@ from replicator.core.segments.key import (
     topic_s3_prefix,
 )
 from replicator.core.segments.selection import exported_end
-from replicator.core.segments.signing import UNSIGNED, SigningKeys
+from replicator.core.segments.signing import (
+    UNSIGNED,
+    SigningKeys,
+    ed25519_private_key,
+    ed25519_public_key,
+)
 from replicator.core.untrusted_json import json_object
 from replicator.core.untrusted_text import escape
 
@@ -61,13 +67,25 @@ MAX_JSON_BYTES = 16 * 1024**2
 
 
 def signing_keys(s3: S3Config) -> SigningKeys:
-    """The deployment's segment signing keys (``[s3] signing_key``, ``verify_keys``)."""
-    if s3.signing_key is None:
+    """The deployment's signing keys: HMAC (``[s3] signing_key``, ``verify_keys``) or
+    Ed25519 (``signing_public_keys``, and ``signing_private_key`` where this process has
+    its variable: the writers). A reader of an Ed25519 deployment is not given the
+    private key and holds only the public ones."""
+    if s3.signing_key is not None:
+        return SigningKeys(
+            s3.signing_key.get_secret_value().encode(),
+            tuple(k.get_secret_value().encode() for k in s3.verify_keys),
+        )
+    if not s3.signing_public_keys:
         return UNSIGNED
-    return SigningKeys(
-        s3.signing_key.get_secret_value().encode(),
-        tuple(k.get_secret_value().encode() for k in s3.verify_keys),
-    )
+    public = tuple(ed25519_public_key(k) for k in s3.signing_public_keys)
+    if s3.signing_private_key is None:
+        return SigningKeys(public_keys=public)
+    try:
+        private = ed25519_private_key(s3.signing_private_key.get_secret_value())
+    except ConfigError as exc:  # the variable is not set here: a reader
+        return SigningKeys(public_keys=public, no_private_key=str(exc))
+    return SigningKeys(private_key=private, public_keys=public)
 
 
 @dataclass(frozen=True)
@@ -112,7 +130,7 @@ class SpooledSegment:
         self._storage_class = storage_class
         self._spool = tempfile.SpooledTemporaryFile(max_size=store.part_size)  # noqa: SIM115
         self.writer = SegmentWriter(
-            self._spool, key, row_group_bytes=row_group_bytes, keys=store.keys
+            self._spool, key, row_group_bytes=row_group_bytes, keys=store.keys, prefix=store.prefix
         )
 
     def write(self, batch: pa.RecordBatch | pa.Table) -> None:
@@ -246,7 +264,9 @@ class SegmentStore:
         sink = self.sink(key.to_s3_key(self.prefix), storage_class)
         try:
             upload = SegmentUpload(
-                SegmentWriter(sink, key, row_group_bytes=row_group_bytes, keys=self.keys)
+                SegmentWriter(
+                    sink, key, row_group_bytes=row_group_bytes, keys=self.keys, prefix=self.prefix
+                )
             )
             yield upload
             upload.footer = upload.segment.close()
@@ -301,7 +321,11 @@ class SegmentStore:
         source = S3RangedReader(self.client, self.bucket, stored.s3_key, stored.size, stored.etag)
         buffered = io.BufferedReader(source, buffer_size=1024 * 1024)
         return SegmentReader(
-            buffered, stored.segment_key, f"s3://{self.bucket}/{stored.s3_key}", self.keys
+            buffered,
+            stored.segment_key,
+            f"s3://{self.bucket}/{stored.s3_key}",
+            self.keys,
+            self.prefix,
         )
 
     def read_segment(self, segment: StoredSegment | SegmentKey) -> pa.Table:
