@@ -19,7 +19,10 @@ given the partition away meanwhile), so a thawed "zombie" stops by itself even o
 that does not fence.
 
 Order per transaction: produce the records, flush (their destination offsets are then
-known), produce the checkpoint, commit. A caller writes records in source-offset order and
+known), produce the checkpoint, commit. Time a broker throttled the writer (a client quota:
+see :mod:`replicator.core.kafka.throttling`) is reported by the producer's poll and flush,
+so what the checkpoint records as the transaction's throttling is all of it but the
+commit's own request. A caller writes records in source-offset order and
 commits with the next source offset it will write.
 """
 
@@ -59,6 +62,7 @@ from replicator.core.kafka.errors import (
     RecordTooLargeError,
 )
 from replicator.core.kafka.tail import SETTLE_WAIT
+from replicator.core.kafka.throttling import THROTTLED, throttle_seconds
 from replicator.core.kafka.topics import MAX_DESTINATION_MESSAGE_BYTES, PROVENANCE_ROOM
 
 log = logging.getLogger(__name__)
@@ -157,6 +161,8 @@ class PartitionWriter:
         open transaction: the one a size refusal reported without its offset names."""
         self._fatal: Any = None
         """The producer's fatal error, once it has one (every later call then fails)."""
+        self._throttled = 0.0
+        """Seconds the brokers throttled this writer since the open transaction began."""
         self._closed = False
         self._producer = Producer(
             {
@@ -176,6 +182,7 @@ class PartitionWriter:
                 "compression.type": "none",
                 "transaction.timeout.ms": int(transaction_timeout * 1000),
                 "error_cb": self._client_error,
+                "throttle_cb": self._client_throttled,
             }
         )
 
@@ -216,6 +223,7 @@ class PartitionWriter:
             self._offset_at_begin = self._last_destination_offset
             self._delivered_records = False
             self._largest = (-1, -1)
+            self._throttled = 0.0
 
     def _produce_slice(self, table: pa.Table) -> None:
         offsets = table.column("offset")
@@ -531,6 +539,7 @@ class PartitionWriter:
             None if t.same_partition else t.source.partition,
             self.kind,
             self._destination_topic_id,
+            round(self._throttled, 3),
         )
         self._checkpoints.produce(self._producer, t, checkpoint)
 
@@ -591,6 +600,12 @@ class PartitionWriter:
         as ``_FATAL`` ("Local: Fatal error"), without saying it was fencing."""
         if error.fatal() and self._fatal is None:
             self._fatal = error
+
+    def _client_throttled(self, event: Any) -> None:
+        """librdkafka's throttle callback: a broker held this writer back (a quota)."""
+        seconds = throttle_seconds(event)
+        self._throttled += seconds
+        THROTTLED.add(self.kind, seconds)
 
     def _failure_of(self, error: Any, doing: str) -> BrokerError:
         """A client error as ours: fencing is lost ownership, whatever call reported it
