@@ -7,8 +7,9 @@ services run and when they are down: a cluster that does not answer within a few
 is reported as unreachable and the columns that need it stay empty.
 
 Whether ingress is being throttled by the destination's brokers (a client quota on its
-user) is read from the same checkpoint: each records the seconds its transaction was
-throttled (:mod:`replicator.core.kafka.throttling`), and the state column says so.
+user) is read from the same checkpoint: each records the seconds its last transaction
+with records was throttled (:mod:`replicator.core.kafka.throttling`), and the state
+column says so for :data:`THROTTLE_RECENT` after.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ REACH_TIMEOUT = 5.0
 
 LOOKUPS = 8
 """Look-ups in flight at once (threads of one ``status``)."""
+THROTTLE_RECENT = 600.0
+"""Seconds after its checkpoint that a throttled transaction is shown: throttling is said
+of a service writing now, not of one that has been idle since."""
 
 
 @dataclass
@@ -58,8 +62,9 @@ class PartitionStatus:
     destination_topic: str | None = None
     halted: str = ""
     throttled: float = 0.0
-    """Seconds the destination's brokers throttled ingress's writer in the transaction of
-    its latest checkpoint (a client quota on ingress's user); 0: not throttled."""
+    """Seconds the destination's brokers throttled ingress's writer in its last
+    transaction with records, as its latest checkpoint says (a client quota on ingress's
+    user); 0: not throttled."""
     notes: list[str] = field(default_factory=list)
     unreachable: dict[str, str] = field(default_factory=dict)
     """Column -> what could not be reached to fill it (``source end``, ``exported``,
@@ -299,7 +304,7 @@ def render(rows: list[PartitionStatus], now: float | None = None) -> str:
     for row in rows:
         egress_s, ingress_s = row.lag_seconds(now)
         segments = " ".join(f"L{k}:{v}" for k, v in sorted(row.segments.items())) or "-"
-        state = f"HALTED: {row.halted}" if row.halted else "; ".join(_notes(row))
+        state = f"HALTED: {row.halted}" if row.halted else "; ".join(_notes(row, now))
         state = state or ("not known: see unreachable" if row.unreachable else "ok")
         lines.append(
             (
@@ -322,14 +327,16 @@ def render(rows: list[PartitionStatus], now: float | None = None) -> str:
     )
 
 
-def _notes(row: PartitionStatus) -> list[str]:
-    """The state column's notes, with the throttle of ingress's last transaction."""
-    if row.throttled <= 0:
+def _notes(row: PartitionStatus, now: float) -> list[str]:
+    """The state column's notes, with the throttle of ingress's last transaction if its
+    checkpoint is recent (:data:`THROTTLE_RECENT`)."""
+    age = None if row.replayed_time is None else max(0.0, now - row.replayed_time)
+    if row.throttled <= 0 or age is None or age > THROTTLE_RECENT:
         return row.notes
     return [
         *row.notes,
         f"throttled: the broker held ingress back {row.throttled:.1f} s in its last "
-        "transaction (a client quota)",
+        f"transaction, {age:.0f} s ago (a client quota)",
     ]
 
 

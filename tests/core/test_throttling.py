@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from replicator.core.kafka.checkpoints import Checkpoint
 from replicator.core.kafka.throttling import ThrottleCollector, ThrottleTally, throttle_seconds
-from replicator.status import PartitionStatus, render
+from replicator.status import THROTTLE_RECENT, PartitionStatus, render
 
 
 def checkpoint(**fields: object) -> Checkpoint:
@@ -51,11 +51,17 @@ def test_each_service_exposes_its_own_throttle_counter():
 
 
 def test_status_says_when_ingress_is_throttled_and_not_when_it_is_not():
-    throttled = PartitionStatus("east", "orders", 0, throttled=2.46)
-    calm = PartitionStatus("east", "orders", 1)
-    lines = render([throttled, calm]).splitlines()
+    now = 1_700_000_000.0
+    throttled = PartitionStatus("east", "orders", 0, replayed_time=now - 12, throttled=2.46)
+    calm = PartitionStatus("east", "orders", 1, replayed_time=now - 12)
+    long_ago = PartitionStatus(
+        "east", "orders", 2, replayed_time=now - THROTTLE_RECENT - 1, throttled=2.46
+    )
+    lines = render([throttled, calm, long_ago], now).splitlines()
     assert lines[1].endswith(
-        "throttled: the broker held ingress back 2.5 s in its last transaction (a client quota)"
+        "throttled: the broker held ingress back 2.5 s in its last transaction, 12 s ago "
+        "(a client quota)"
     ), lines[1]
     assert lines[2].endswith("ok"), lines[2]
-    assert throttled.to_dict(0.0)["throttled"] == 2.46
+    assert lines[3].endswith("ok"), lines[3]  # idle since: not being throttled
+    assert throttled.to_dict(now)["throttled"] == 2.46

@@ -141,8 +141,9 @@ class Checkpoint:
     docstring); empty in checkpoints of versions that did not record it."""
     throttled: float = 0.0
     """Seconds the destination's brokers throttled the writer (a client quota) in the
-    transaction this checkpoint commits: what ``replicator status`` shows. Left out when
-    0, and in checkpoints of versions that did not record it."""
+    last transaction that held records: the one this checkpoint commits, or the one
+    before when it commits none. What ``replicator status`` shows; left out when 0, and
+    in checkpoints of versions that did not record it."""
 
     def to_json(self) -> bytes:
         # Fields left out when unset: what versions before them wrote, byte for byte.

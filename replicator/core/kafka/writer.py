@@ -21,8 +21,9 @@ that does not fence.
 Order per transaction: produce the records, flush (their destination offsets are then
 known), produce the checkpoint, commit. Time a broker throttled the writer (a client quota:
 see :mod:`replicator.core.kafka.throttling`) is reported by the producer's poll and flush,
-so what the checkpoint records as the transaction's throttling is all of it but the
-commit's own request. A caller writes records in source-offset order and
+so what a checkpoint records as its transaction's throttling is all of it but the
+commit's own request (a checkpoint committed without records repeats the figure of the
+last transaction that held some). A caller writes records in source-offset order and
 commits with the next source offset it will write.
 """
 
@@ -163,6 +164,10 @@ class PartitionWriter:
         """The producer's fatal error, once it has one (every later call then fails)."""
         self._throttled = 0.0
         """Seconds the brokers throttled this writer since the open transaction began."""
+        self._throttled_with_records = 0.0
+        """Those of the last transaction that held records: what checkpoints record (a
+        transaction committing only a checkpoint, as ingress's at a segment's end, says
+        nothing of the rate the records are written at)."""
         self._closed = False
         self._producer = Producer(
             {
@@ -453,6 +458,7 @@ class PartitionWriter:
         self._raise_if_failed()
         holds_records = self._delivered_records
         if holds_records:  # the crash points claim records in the transaction
+            self._throttled_with_records = self._throttled
             self._refuse_if_recreated()
             crash_point(WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT, where=str(self.target))
         self._checkpoint(next_source_offset)
@@ -539,7 +545,7 @@ class PartitionWriter:
             None if t.same_partition else t.source.partition,
             self.kind,
             self._destination_topic_id,
-            round(self._throttled, 3),
+            round(self._throttled_with_records, 3),
         )
         self._checkpoints.produce(self._producer, t, checkpoint)
 
