@@ -10,8 +10,8 @@ librdkafka reports each throttle time through ``throttle_cb``, served by the pro
 adds what it is told here, by the kind of service it writes for, so each service's
 metrics read one figure for the whole process (``replicator_<service>_throttled_seconds``)
 without the services handing callbacks around; and the writer records in each checkpoint
-how long the broker throttled the transaction it commits, which ``replicator status``
-reads.
+how long the brokers throttled its last transaction with records, which ``replicator
+status`` reads.
 
 A sum of throttle times is the time the brokers kept a writer from sending: over a
 minute, several writers throttled at once may add up to more than a minute.
