@@ -7,6 +7,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from replicator.core.health import Health
+from replicator.core.kafka.throttling import ThrottleCollector
 from replicator.core.metrics import DEFAULT_HOST, serve
 
 LABELS = ["topic", "partition"]
@@ -94,6 +95,7 @@ class RelayMetrics:
             [],
             registry=r,
         )
+        r.register(ThrottleCollector("relay"))
         self._server: Any = None
 
     def serve(self, port: int, host: str = DEFAULT_HOST, health: Health | None = None) -> None:

@@ -5,6 +5,11 @@ bucket, and ingress's resume point (its checkpoint and the destination partition
 see :mod:`replicator.core.kafka.checkpoints`). It never joins a consumer group and works while the
 services run and when they are down: a cluster that does not answer within a few seconds
 is reported as unreachable and the columns that need it stay empty.
+
+Whether ingress is being throttled by the destination's brokers (a client quota on its
+user) is read from the same checkpoint: each records the seconds its last transaction
+with records was throttled (:mod:`replicator.core.kafka.throttling`), and the state
+column says so for :data:`THROTTLE_RECENT` after.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ REACH_TIMEOUT = 5.0
 
 LOOKUPS = 8
 """Look-ups in flight at once (threads of one ``status``)."""
+THROTTLE_RECENT = 600.0
+"""Seconds after its checkpoint that a throttled transaction is shown: throttling is said
+of a service writing now, not of one that has been idle since."""
 
 
 @dataclass
@@ -53,6 +61,10 @@ class PartitionStatus:
     replayed_time: float | None = None
     destination_topic: str | None = None
     halted: str = ""
+    throttled: float = 0.0
+    """Seconds the destination's brokers throttled ingress's writer in its last
+    transaction with records, as its latest checkpoint says (a client quota on ingress's
+    user); 0: not throttled."""
     notes: list[str] = field(default_factory=list)
     unreachable: dict[str, str] = field(default_factory=dict)
     """Column -> what could not be reached to fill it (``source end``, ``exported``,
@@ -272,6 +284,7 @@ def _replayed(config: Config, row: PartitionStatus, destination_answers: bool) -
     if point.checkpoint is not None:
         row.replayed_time = point.checkpoint.time
         row.halted = point.checkpoint.halted
+        row.throttled = max(0.0, point.checkpoint.throttled)
 
 
 def render(rows: list[PartitionStatus], now: float | None = None) -> str:
@@ -291,7 +304,7 @@ def render(rows: list[PartitionStatus], now: float | None = None) -> str:
     for row in rows:
         egress_s, ingress_s = row.lag_seconds(now)
         segments = " ".join(f"L{k}:{v}" for k, v in sorted(row.segments.items())) or "-"
-        state = f"HALTED: {row.halted}" if row.halted else "; ".join(row.notes)
+        state = f"HALTED: {row.halted}" if row.halted else "; ".join(_notes(row, now))
         state = state or ("not known: see unreachable" if row.unreachable else "ok")
         lines.append(
             (
@@ -312,6 +325,19 @@ def render(rows: list[PartitionStatus], now: float | None = None) -> str:
     return "\n".join(
         "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in cells
     )
+
+
+def _notes(row: PartitionStatus, now: float) -> list[str]:
+    """The state column's notes, with the throttle of ingress's last transaction if its
+    checkpoint is recent (:data:`THROTTLE_RECENT`)."""
+    age = None if row.replayed_time is None else max(0.0, now - row.replayed_time)
+    if row.throttled <= 0 or age is None or age > THROTTLE_RECENT:
+        return row.notes
+    return [
+        *row.notes,
+        f"throttled: the broker held ingress back {row.throttled:.1f} s in its last "
+        f"transaction, {age:.0f} s ago (a client quota)",
+    ]
 
 
 def _cell(row: PartitionStatus, column: str, value: int | None) -> str:

@@ -139,6 +139,11 @@ class Checkpoint:
     destination_topic_id: str = ""
     """Kafka's id of the destination topic it was written into (see the module
     docstring); empty in checkpoints of versions that did not record it."""
+    throttled: float = 0.0
+    """Seconds the destination's brokers throttled the writer (a client quota) in the
+    last transaction that held records: the one this checkpoint commits, or the one
+    before when it commits none. What ``replicator status`` shows; left out when 0, and
+    in checkpoints of versions that did not record it."""
 
     def to_json(self) -> bytes:
         # Fields left out when unset: what versions before them wrote, byte for byte.
@@ -159,7 +164,7 @@ class Checkpoint:
 
 
 MAX_CHECKPOINT_BYTES = 64 * 1024
-_OMITTED_WHEN_EMPTY = frozenset({"writer", "destination_topic_id"})
+_OMITTED_WHEN_EMPTY = frozenset({"writer", "destination_topic_id", "throttled"})
 _CHECKPOINT_TYPES: dict[str, tuple[Kinds, bool]] = {
     "destination_topic": (str, True),
     "partition": (int, True),
@@ -172,6 +177,7 @@ _CHECKPOINT_TYPES: dict[str, tuple[Kinds, bool]] = {
     "source_partition": ((int, type(None)), False),
     "writer": (str, False),
     "destination_topic_id": (str, False),
+    "throttled": ((int, float), False),
 }
 
 

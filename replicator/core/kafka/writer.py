@@ -19,7 +19,11 @@ given the partition away meanwhile), so a thawed "zombie" stops by itself even o
 that does not fence.
 
 Order per transaction: produce the records, flush (their destination offsets are then
-known), produce the checkpoint, commit. A caller writes records in source-offset order and
+known), produce the checkpoint, commit. Time a broker throttled the writer (a client quota:
+see :mod:`replicator.core.kafka.throttling`) is reported by the producer's poll and flush,
+so what a checkpoint records as its transaction's throttling is all of it but the
+commit's own request (a checkpoint committed without records repeats the figure of the
+last transaction that held some). A caller writes records in source-offset order and
 commits with the next source offset it will write.
 """
 
@@ -59,6 +63,7 @@ from replicator.core.kafka.errors import (
     RecordTooLargeError,
 )
 from replicator.core.kafka.tail import SETTLE_WAIT
+from replicator.core.kafka.throttling import THROTTLED, throttle_seconds
 from replicator.core.kafka.topics import MAX_DESTINATION_MESSAGE_BYTES, PROVENANCE_ROOM
 
 log = logging.getLogger(__name__)
@@ -157,6 +162,12 @@ class PartitionWriter:
         open transaction: the one a size refusal reported without its offset names."""
         self._fatal: Any = None
         """The producer's fatal error, once it has one (every later call then fails)."""
+        self._throttled = 0.0
+        """Seconds the brokers throttled this writer since the open transaction began."""
+        self._throttled_with_records = 0.0
+        """Those of the last transaction that held records: what checkpoints record (a
+        transaction committing only a checkpoint, as ingress's at a segment's end, says
+        nothing of the rate the records are written at)."""
         self._closed = False
         self._producer = Producer(
             {
@@ -176,6 +187,7 @@ class PartitionWriter:
                 "compression.type": "none",
                 "transaction.timeout.ms": int(transaction_timeout * 1000),
                 "error_cb": self._client_error,
+                "throttle_cb": self._client_throttled,
             }
         )
 
@@ -216,6 +228,7 @@ class PartitionWriter:
             self._offset_at_begin = self._last_destination_offset
             self._delivered_records = False
             self._largest = (-1, -1)
+            self._throttled = 0.0
 
     def _produce_slice(self, table: pa.Table) -> None:
         offsets = table.column("offset")
@@ -445,6 +458,7 @@ class PartitionWriter:
         self._raise_if_failed()
         holds_records = self._delivered_records
         if holds_records:  # the crash points claim records in the transaction
+            self._throttled_with_records = self._throttled
             self._refuse_if_recreated()
             crash_point(WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT, where=str(self.target))
         self._checkpoint(next_source_offset)
@@ -531,6 +545,7 @@ class PartitionWriter:
             None if t.same_partition else t.source.partition,
             self.kind,
             self._destination_topic_id,
+            round(self._throttled_with_records, 3),
         )
         self._checkpoints.produce(self._producer, t, checkpoint)
 
@@ -591,6 +606,12 @@ class PartitionWriter:
         as ``_FATAL`` ("Local: Fatal error"), without saying it was fencing."""
         if error.fatal() and self._fatal is None:
             self._fatal = error
+
+    def _client_throttled(self, event: Any) -> None:
+        """librdkafka's throttle callback: a broker held this writer back (a quota)."""
+        seconds = throttle_seconds(event)
+        self._throttled += seconds
+        THROTTLED.add(self.kind, seconds)
 
     def _failure_of(self, error: Any, doing: str) -> BrokerError:
         """A client error as ours: fencing is lost ownership, whatever call reported it
