@@ -75,11 +75,17 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredStack]:
     path = root / "replicator.toml"
     with running_stack(path, toml, root / "stack", secured=True) as config:
         stack = SecuredStack(config, path, root, material)
-        relay = {"relay": SERVICE_USERS["relay"]}
-        bindings = acl_bindings(read_acl_table(sync_acls=True), relay, {TOPIC: COPY}, [GROUP])
         for region in (SOURCE_REGION, DESTINATION_REGION):
-            apply_acls(stack.admin(region), bindings)
+            apply_acls(stack.admin(region), relay_bindings(sync_acls=False))
+        source_with_a_group(stack)
+        apply_acls(stack.admin(SOURCE_REGION), SOURCE_ACLS)
         yield stack
+
+
+def relay_bindings(*, sync_acls: bool) -> list[AclBinding]:
+    """The relay's ACLs as docs/security.md lists them, with or without the option's."""
+    relay = {"relay": SERVICE_USERS["relay"]}
+    return acl_bindings(read_acl_table(sync_acls=sync_acls), relay, {TOPIC: COPY}, [GROUP])
 
 
 def app_binding(
@@ -94,6 +100,16 @@ def app_binding(
         operation,
         AclPermissionType.ALLOW,
     )
+
+
+SOURCE_ACLS = [
+    app_binding(ResourceType.TOPIC, TOPIC, AclOperation.READ),
+    app_binding(ResourceType.TOPIC, TOPIC, AclOperation.WRITE),
+    app_binding(ResourceType.GROUP, GROUP, AclOperation.READ),
+    app_binding(ResourceType.TOPIC, TOPIC, AclOperation.ALL, "User:ops"),
+]
+"""The source's: the application reads and writes the topic and reads its group; an
+operator holds ALL on the topic."""
 
 
 def applications(admin: AdminClient, where: str) -> set[AclBinding]:
@@ -144,19 +160,32 @@ def wait_for_bindings(admin: AdminClient, wanted: set[AclBinding]) -> None:
         time.sleep(0.5)
 
 
+def test_without_alter_on_the_cluster_the_sync_names_the_grant_and_the_relay_goes_on(secured):
+    """The relay's user holds every ACL of the main table but not the option's ALTER on
+    the cluster: each round is refused and says what to grant; nothing is copied, and the
+    relay keeps relaying."""
+    destination = secured.admin(DESTINATION_REGION)
+    relay, log = secured.start("relay", "relay")
+    try:
+        deadline = time.monotonic() + 60
+        while "ACL sync failed" not in log.read_text():
+            assert relay.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        refusal = next(line for line in log.read_text().splitlines() if "ACL sync failed" in line)
+        print(f"the relay without ALTER on the cluster logged: {refusal}")
+        assert "(CLUSTER_AUTHORIZATION_FAILED): sync_acls needs ALTER on the cluster" in refusal
+        assert applications(destination, DESTINATION_REGION) == set()
+        wait_for_group_offset(destination, RECORDS // 2, log)  # the relay goes on
+        assert relay.poll() is None, log.read_text()[-3000:]
+    finally:
+        relay.terminate()
+        relay.wait(60)
+
+
 def test_an_applications_read_acls_reach_the_destination_and_its_write_does_not(secured):
-    source_with_a_group(secured)
-    source_admin = secured.admin(SOURCE_REGION)
-    read, write = AclOperation.READ, AclOperation.WRITE
-    apply_acls(
-        source_admin,
-        [
-            app_binding(ResourceType.TOPIC, TOPIC, read),
-            app_binding(ResourceType.TOPIC, TOPIC, write),
-            app_binding(ResourceType.GROUP, GROUP, read),
-            app_binding(ResourceType.TOPIC, TOPIC, AclOperation.ALL, "User:ops"),
-        ],
-    )
+    extra = [b for b in relay_bindings(sync_acls=True) if b not in relay_bindings(sync_acls=False)]
+    apply_acls(secured.admin(DESTINATION_REGION), extra)
+    read = AclOperation.READ
     expected = {
         app_binding(ResourceType.TOPIC, COPY, read),
         app_binding(ResourceType.GROUP, GROUP, read),

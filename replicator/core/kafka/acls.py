@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from enum import Enum
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -35,7 +35,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.clients import AUTHORIZATION_FAILED
+from replicator.core.kafka.errors import AuthorizationError, BrokerError
 from replicator.core.untrusted_text import escape
 
 ADMIN_TIMEOUT = 30.0
@@ -120,7 +121,7 @@ def describe_bindings(admin: AdminClient, where: str) -> list[AclBinding]:
             future = admin.describe_acls(every, request_timeout=ADMIN_TIMEOUT)
             found.extend(future.result(timeout=ADMIN_TIMEOUT))
         except KafkaException as exc:
-            raise BrokerError.from_kafka(f"describing the ACLs of {where}", exc.args[0]) from None
+            raise _refusal("describe the ACLs of", "DESCRIBE", where, exc.args[0]) from None
     return found
 
 
@@ -136,10 +137,22 @@ def create_missing(admin: AdminClient, wanted: list[AclBinding], where: str) -> 
         try:
             future.result(timeout=ADMIN_TIMEOUT)
         except KafkaException as exc:
-            raise BrokerError.from_kafka(
-                f"creating ACL {binding} in {where}", exc.args[0]
+            raise _refusal(
+                f"create ACL {describe_binding(binding)} in", "ALTER", where, exc.args[0]
             ) from None
     return missing
+
+
+def _refusal(attempt: str, needed: str, where: str, error: KafkaError) -> BrokerError:
+    """The error of a refused ACL request: an authorization failure names the grant it
+    needs (the broker's own text for it is a dump of the request, left out)."""
+    if error.code() in AUTHORIZATION_FAILED:
+        return AuthorizationError(
+            f"not allowed to {attempt} {where} ({error.name()}): sync_acls needs {needed} "
+            'on the cluster (docs/security.md, "ACLs the relay\'s sync_acls adds")',
+            code=error.code(),
+        )
+    return BrokerError.from_kafka(f"cannot {attempt} {where}", error)
 
 
 def describe_binding(binding: AclBinding) -> str:
