@@ -48,15 +48,15 @@ class AclSync(threading.Thread):
         self._relay = required(config, "relay")
         self._destination = AdminClient(kafka)
         self._leading = leading
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
 
     def run(self) -> None:
         due = time.monotonic()  # the first round as soon as this instance leads
         poll = min(LEADERSHIP_POLL, self._relay.acl_sync_interval)
-        while not self._stop.wait(poll):
+        while not self._stopping.wait(poll):
             if not self._leading() or time.monotonic() < due:
                 continue
             due = time.monotonic() + self._relay.acl_sync_interval
