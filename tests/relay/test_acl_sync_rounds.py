@@ -10,6 +10,7 @@ import threading
 import time
 
 import pytest
+from confluent_kafka.admin import AclBinding
 
 from relay.acl_sync import AclSync, acl_sync
 from replicator.core.config import parse_config
@@ -35,7 +36,7 @@ class CountedSync(AclSync):
 
     rounds: list[float]
 
-    def sync_once(self) -> list:  # type: ignore[type-arg]
+    def sync_once(self) -> list[AclBinding]:
         self.rounds.append(time.monotonic())
         if len(self.rounds) == 1:
             raise BrokerError("the destination did not answer")
