@@ -31,6 +31,9 @@ from confluent_kafka.admin import (
 from infra.errors import StackError
 
 SECTION = "## ACLs each service needs"
+SYNC_ACLS_SECTION = "## ACLs the relay's sync_acls adds"
+"""A table of the same columns: what ``[relay] sync_acls = true`` needs on top of
+:data:`SECTION` (granted only to a relay that has it on)."""
 DOC = Path(__file__).resolve().parent.parent / "docs" / "security.md"
 SOURCE_TOPIC = "<source topic>"
 DESTINATION_TOPIC = "<destination topic>"
@@ -56,14 +59,14 @@ class AclRow:
     operation: str
 
 
-def parse_acl_table(markdown: str) -> list[AclRow]:
-    """The rows of the table under :data:`SECTION`; ``StackError`` naming the line for a
+def parse_acl_table(markdown: str, section: str = SECTION) -> list[AclRow]:
+    """The rows of the table under ``section``; ``StackError`` naming the line for a
     row that does not parse (an unknown resource, pattern or operation). Pure."""
     lines = markdown.splitlines()
     try:
-        start = lines.index(SECTION)
+        start = lines.index(section)
     except ValueError:
-        raise StackError(f"no section {SECTION!r} in the security document") from None
+        raise StackError(f"no section {section!r} in the security document") from None
     rows: list[AclRow] = []
     in_table = False
     for number, line in enumerate(lines[start + 1 :], start + 2):
@@ -81,7 +84,7 @@ def parse_acl_table(markdown: str) -> list[AclRow]:
             continue
         rows.append(_row(cells, number))
     if not rows:
-        raise StackError(f"the table under {SECTION!r} has no rows")
+        raise StackError(f"the table under {section!r} has no rows")
     return rows
 
 
@@ -102,8 +105,12 @@ def _row(cells: list[str], number: int) -> AclRow:
     return AclRow(service.strip("`"), resource, named.group(1), pattern, operation)
 
 
-def read_acl_table(path: Path = DOC) -> list[AclRow]:
-    return parse_acl_table(path.read_text(encoding="utf-8"))
+def read_acl_table(path: Path = DOC, *, sync_acls: bool = False) -> list[AclRow]:
+    """The rows of :data:`SECTION`, and with ``sync_acls`` (a relay with ``[relay]
+    sync_acls = true``) those of :data:`SYNC_ACLS_SECTION` too."""
+    markdown = path.read_text(encoding="utf-8")
+    extra = parse_acl_table(markdown, SYNC_ACLS_SECTION) if sync_acls else []
+    return parse_acl_table(markdown) + extra
 
 
 def _operation(name: str) -> AclOperation:

@@ -30,6 +30,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from relay.acl_sync import acl_sync
 from relay.errors import RelayLoopError, StopOffsetsError
 from relay.failover import (
     UpstreamState,
@@ -296,8 +297,15 @@ class RelayService:
         consumer.subscribe(
             [self.relay.assignment_topic], on_assign=self._on_assign, on_revoke=self._on_revoke
         )
-        sync = group_sync(self.config, self.kafka, leading=lambda: 0 in self._owned_slots)
-        if sync is not None:
+        syncs = [
+            sync
+            for sync in (
+                group_sync(self.config, self.kafka, self._leads_syncs),
+                acl_sync(self.config, self.kafka, self._leads_syncs),
+            )
+            if sync is not None
+        ]
+        for sync in syncs:
             sync.start()
         try:
             while not self._stop.is_set():
@@ -315,11 +323,15 @@ class RelayService:
                     break
         finally:
             halted = self.workers.halted()
-            if sync is not None:
+            for sync in syncs:
                 sync.stop()
             consumer.close()
             self.workers.stop()
         return halted
+
+    def _leads_syncs(self) -> bool:
+        """Whether this instance syncs group offsets and ACLs: the owner of slot 0."""
+        return 0 in self._owned_slots
 
     def _follow_growth(self) -> None:
         """Partitions added to a source topic while the relay runs: grow its destination

@@ -796,6 +796,14 @@ class RelayConfig(_Model):
     kept translated and committed in the destination, for failover."""
     group_sync_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 10.0
     """How often upstream consumer-group offsets are translated and committed."""
+    sync_acls: bool = False
+    """Copy the READ and DESCRIBE ACLs of the relayed topics, and of the consumer groups
+    ``consumer_groups`` moves, from the upstream into the destination (``ALL`` as READ and
+    DESCRIBE; WRITE never), so applications can fail over without an admin step. The
+    relay's user then needs ALTER on the destination cluster: see docs/security.md."""
+    acl_sync_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 60.0
+    """How often, with ``sync_acls``, the upstream's ACLs are read and missing copies
+    created."""
     stall_timeout: Annotated[float, AS_DURATION, Field(gt=0)] = 120.0
     """``/healthz`` fails when the assignment loop or the upstream checks have not come
     round their loops for this long."""

@@ -98,3 +98,18 @@ def test_a_topic_replicated_under_its_own_name_gives_each_binding_once():
     bindings = acl_bindings(read_acl_table(), dict(SERVICE_USERS), {"t": "t"}, ["app"])
     assert len(bindings) == len(set(bindings))
     assert len(bindings) == len({str(b) for b in bindings})
+
+
+def test_the_relays_sync_acls_adds_alter_on_the_cluster_only_when_on():
+    """CreateAcls needs ALTER on the cluster (Kafka has nothing narrower); a relay without
+    ``sync_acls`` is not granted it."""
+    plain = read_acl_table()
+    synced = read_acl_table(sync_acls=True)
+    added = [row for row in synced if row not in plain]
+    assert [(r.service, r.resource, r.name, r.operation) for r in added] == [
+        ("relay", "cluster", "kafka-cluster", "ALTER")
+    ]
+    assert not any(row.operation == "ALTER" and row.resource == "cluster" for row in plain)
+    relay = {"relay": SERVICE_USERS["relay"]}
+    bindings = acl_bindings(synced, relay, {"t": "t.copy"}, ["app"])
+    assert len(bindings) == len(acl_bindings(plain, relay, {"t": "t.copy"}, ["app"])) + 1
