@@ -49,13 +49,13 @@ class GroupOffsetSync(threading.Thread):
         self._interval = interval
         self._leading = leading
         self._observe = observe
-        self._stop = threading.Event()
+        self._stopping = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
 
     def run(self) -> None:
-        while not self._stop.wait(self._interval):
+        while not self._stopping.wait(self._interval):
             if not self._leading():
                 continue
             try:
