@@ -24,9 +24,9 @@ from replicator.core.groups.offsets_file import (
 )
 from replicator.core.groups.stored import read_group_offsets, read_group_offsets_at
 from replicator.core.kafka.clients import client_config
-from replicator.core.segments.descriptor import describe
+from replicator.core.segments.descriptor import describe, write_descriptor
 from replicator.core.segments.errors import SegmentSignatureError
-from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
+from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.signing import SigningKeys, public_key_of
 from replicator.core.segments.store import SegmentStore, signing_keys
 from tests.fixtures.ingress import segment_batch
@@ -100,10 +100,7 @@ def test_failover_refuses_a_forged_group_file_naming_it(
     setup = ingress_setup()
     config = signed_config(setup.path, monkeypatch)
     store = SegmentStore.for_region(config, DESTINATION)
-    store.put_json(
-        topic_descriptor_s3_key("data", SOURCE, setup.topic),
-        describe(setup.topic, 1, {}, SOURCE, {0: 0}),
-    )
+    write_descriptor(store, SOURCE, setup.topic, describe(setup.topic, 1, {}, SOURCE, {0: 0}))
     store.write_segment(SegmentKey(SOURCE, setup.topic, 0, 0, 0, 9), segment_batch(0, 10))
     assert IngressService(config, stop_at_end=True, handle_signals=False).run() == 0
     forged, good = unique("forged-app"), unique("good-app")

@@ -28,6 +28,10 @@ so a signature of one kind never validates as the other):
 - group offsets (``replicator.group-offsets.v2``): the object key with the prefix, and
   the object's content in one canonical JSON spelling (region, topic, group, time and the
   offsets): a signed object copied to another key or group, or changed, fails.
+- a topic descriptor (``replicator.topic-descriptor.v1``): the object key with the
+  prefix, and its whole content but the signature in canonical JSON, the Kafka topic id
+  of the exported generation included: the descriptor is the trusted record of which
+  generation the segments under it belong to (:mod:`replicator.core.segments.descriptor`).
 
 Order, for a segment: the reader reads the Parquet footer's raw bytes (their length
 capped first, from the file's last eight bytes) and checks the signature over them
@@ -71,6 +75,7 @@ DIGITS = {HMAC: 64, ED25519: 128}
 """Hex digits of each scheme's signature."""
 SEGMENT_DOMAIN = b"replicator.segment.v2\n"
 GROUP_OFFSETS_DOMAIN = b"replicator.group-offsets.v2\n"
+DESCRIPTOR_DOMAIN = b"replicator.topic-descriptor.v1\n"
 ED25519_KEY_BYTES = 32
 _STORED = re.compile(rb"replicator-signature-v2:([a-z0-9-]{1,20}):([0-9a-f]*)")
 
@@ -246,6 +251,12 @@ def check_footer_signature(keys: SigningKeys, s3_key: str, footer: bytes) -> str
 
 def object_message(s3_key: str, canonical: bytes) -> bytes:
     return GROUP_OFFSETS_DOMAIN + s3_key.encode() + b"\n" + canonical
+
+
+def descriptor_message(s3_key: str, canonical: bytes) -> bytes:
+    """What a topic descriptor's signature signs: its object key (with the prefix) and
+    its content in canonical JSON (everything but the signature field)."""
+    return DESCRIPTOR_DOMAIN + s3_key.encode() + b"\n" + canonical
 
 
 # -- keys as configured -------------------------------------------------------------------
