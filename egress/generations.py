@@ -9,6 +9,10 @@ in the bucket. Egress compares it with the topic's id now, at start and every
 ERROR that says how to continue (docs/operations.md, "Egress"); the other topics go on. Brokers that
 report no topic id leave this check out. Where the deployment signs, a descriptor not
 signed by it is not egress's own and its topic id is ignored, like an unusable one's.
+
+The id is also what each segment's signed footer names (:meth:`topic_id`, passed with each
+planned range to the segment sink), so that readers can refuse a segment of another
+generation put back in the bucket (``SegmentStore.open``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from egress.segment_sink import write_ranges
 from egress.topic_descriptor import DescriptorPublisher
 from replicator.core.groups.offsets_file import group_offsets_s3_key
 from replicator.core.groups.stored import read_group_offsets, read_group_offsets_at
-from replicator.core.segments.descriptor import read_descriptor
+from replicator.core.segments.descriptor import describe, read_descriptor, write_descriptor
 from replicator.core.segments.errors import DescriptorError, SegmentSignatureError
 from replicator.core.segments.signing import UNSIGNED, SigningKeys
 from replicator.core.segments.store import SegmentStore
@@ -88,3 +88,22 @@ def test_egress_signs_the_topic_descriptor_with_the_topic_id(
     )
     with pytest.raises(DescriptorError, match="matches none of the configured keys"):
         read_descriptor(store_with(store, SigningKeys(b"x" * 32)), SOURCE, topic)
+
+
+def test_the_segments_egress_writes_name_the_planned_topic_generation(
+    local_stack, egress_config, unique, monkeypatch
+):
+    topic = unique("signed")
+    one_partition_topic(local_stack, topic, [b"v%d" % i for i in range(4)])
+    _, path = egress_config({topic: {}})
+    config = signed_config(path, monkeypatch)
+    topic_id = SourceCatalog(config).topic_ids([topic])[topic]
+    assert topic_id is not None
+    planned = OffsetRange(topic, 0, 0, 4, topic_id=topic_id)
+
+    [written] = write_ranges(config, iter(read_range(config, planned)))
+
+    store = SegmentStore.for_region(config, SOURCE)
+    write_descriptor(store, SOURCE, topic, describe(topic, 1, {}, SOURCE, topic_id=topic_id))
+    [segment] = written.segments
+    assert store.footer(segment.segment_key).topic_id == topic_id

@@ -107,3 +107,29 @@ def test_a_descriptor_the_deployment_did_not_sign_stops_only_its_source(
     bad_key = topic_descriptor_s3_key("data", SOURCE, plain.topic)
     errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
     assert any(bad_key in e and "unsigned" in e for e in errors), errors
+
+
+def test_a_segment_of_another_topic_generation_halts_its_partition(
+    local_stack, ingress_setup, caplog, monkeypatch
+):
+    """The source topic was deleted and created again (id B); a validly signed segment of
+    the earlier generation (id A) put back at the next key halts the partition, naming its
+    key and both ids; nothing of it is replayed."""
+    plain = ingress_setup()
+    config = signed_config(plain.path, monkeypatch)
+    signed = plain.store.__class__.for_region(config, DESTINATION)
+    plain.put_descriptor(1, export_start={0: 0}, store=signed, topic_id="B")
+    signed.write_segment(
+        SegmentKey(SOURCE, plain.topic, 0, 0, 0, 9), segment_batch(0, 10), topic_id="B"
+    )
+    earlier = SegmentKey(SOURCE, plain.topic, 0, 0, 10, 19)
+    signed.write_segment(earlier, segment_batch(10, 10), topic_id="A")
+
+    with caplog.at_level(logging.ERROR):
+        code = IngressService(config, stop_at_end=True, handle_signals=False).run()
+
+    assert code == 1
+    halts = [r.getMessage() for r in caplog.records if "partition halted" in r.getMessage()]
+    assert [h for h in halts if earlier.to_s3_key("data") in h and "topic id A" in h], halts
+    assert [h for h in halts if "names topic id B" in h], halts
+    assert provenance_offsets(local_stack, plain, 0) == list(range(10))

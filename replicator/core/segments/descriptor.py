@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.decimal_text import parse_decimal
@@ -25,7 +25,9 @@ from replicator.core.kafka.topics import COPIED_CONFIGS, copied_configs
 from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.key import MAX_OFFSET, topic_descriptor_s3_key
 from replicator.core.segments.signing import SigningKeys, descriptor_message
-from replicator.core.segments.store import SegmentStore
+
+if TYPE_CHECKING:  # the store reads descriptors (a segment's generation is checked there)
+    from replicator.core.segments.store import SegmentStore
 
 DESCRIPTOR_VERSION = 1
 UNUSABLE_OBJECT = ("parse", "size")
