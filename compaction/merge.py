@@ -92,6 +92,24 @@ def verify(store: SegmentStore, stored: StoredSegment, expected_records: int) ->
         )
 
 
+def carry_topic_id(
+    upload: SegmentUpload, segment: StoredSegment, topic_id: str | None, *, first: bool
+) -> None:
+    """The output names the topic generation of its inputs (its signature binds it, see
+    :mod:`replicator.core.segments.signing`); inputs of two generations are never merged
+    into one: :class:`SegmentMismatchError` naming the input and both ids (the upload is
+    aborted, the inputs stay)."""
+    if first:
+        upload.segment.topic_id = topic_id
+    elif upload.segment.topic_id != topic_id:
+        raise SegmentMismatchError(
+            segment.s3_key,
+            f"of topic id {topic_id or '(none)'}, but the merge's earlier inputs are of topic "
+            f"id {upload.segment.topic_id or '(none)'}: segments of two generations of the "
+            "topic are not merged",
+        )
+
+
 def run_merge(
     config: Config, region: str, merge: Merge, storage_class: str | None, delete: bool
 ) -> MergeResult:
@@ -106,6 +124,9 @@ def run_merge(
             reader = store.open(segment)
             # A loss at the source recorded by an input stays recorded in the output.
             upload.segment.source_data_loss |= reader.footer.source_data_loss
+            carry_topic_id(
+                upload, segment, reader.footer.topic_id, first=segment is merge.inputs[0]
+            )
             for table in reader.iter_tables():
                 offsets = table.column("offset")
                 if len(table) and offsets[0].as_py() < next_offset:

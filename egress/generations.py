@@ -7,7 +7,12 @@ The topic descriptor records the broker's topic id of the generation whose segme
 in the bucket. Egress compares it with the topic's id now, at start and every
 ``descriptor_interval``: another id is a new generation. That topic's export stops with an
 ERROR that says how to continue (docs/operations.md, "Egress"); the other topics go on. Brokers that
-report no topic id leave this check out.
+report no topic id leave this check out. Where the deployment signs, a descriptor not
+signed by it is not egress's own and its topic id is ignored, like an unusable one's.
+
+The id is also what each segment's signed footer names (:meth:`topic_id`, passed with each
+planned range to the segment sink), so that readers can refuse a segment of another
+generation put back in the bucket (``SegmentStore.open``).
 """
 
 from __future__ import annotations
@@ -19,7 +24,13 @@ from egress.catalog import SourceCatalog
 from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
-from replicator.core.segments.descriptor import UNUSABLE_OBJECT, recorded_topic_id, recreated
+from replicator.core.segments.descriptor import (
+    UNUSABLE_OBJECT,
+    checked_descriptor,
+    recorded_topic_id,
+    recreated,
+)
+from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 
@@ -73,11 +84,13 @@ class TopicGenerations:
     def _read_recorded(self, topic: str) -> str | None:
         key = topic_descriptor_s3_key(self.config.s3.prefix, self.egress.region, topic)
         try:
-            return recorded_topic_id(self._store.get_json(key))
+            return recorded_topic_id(
+                checked_descriptor(self._store.get_json(key), key, self._store.keys)
+            )
         except ObjectNotFoundError:
             return None
-        except StorageError as exc:
-            if exc.operation not in UNUSABLE_OBJECT:
+        except (DescriptorError, StorageError) as exc:
+            if isinstance(exc, StorageError) and exc.operation not in UNUSABLE_OBJECT:
                 raise
             # Not egress's own writing: this topic's generation is the one seen now (its
             # descriptor is written again), and the other topics are still checked.

@@ -110,11 +110,21 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[KafkaTask]:
         begin, _ = decode(start)
         finish, skipped = decode(end)
+        generations = self._plan().generations
         ranges = []
         for tp in sorted(finish):
             first = begin.get(tp, finish[tp])
             if finish[tp] > first:
-                ranges.append(OffsetRange(tp[0], tp[1], first, finish[tp], lost=tp in skipped))
+                ranges.append(
+                    OffsetRange(
+                        tp[0],
+                        tp[1],
+                        first,
+                        finish[tp],
+                        lost=tp in skipped,
+                        topic_id=generations.topic_id(tp[0]),
+                    )
+                )
         groups = assign_tasks([r.end - r.start for r in ranges], self._tasks)
         return [KafkaTask(tuple(ranges[i] for i in group)) for group in groups]
 

@@ -46,6 +46,9 @@ class OffsetRange:
     """Offsets the source no longer holds (a loss skipped with ``on_data_loss = "skip"``):
     not read, written as a segment without records, so that readers see the range covered
     and go on instead of waiting for a segment that can never come."""
+    topic_id: str | None = None
+    """The topic id of the generation planned (the one the topic descriptor records): the
+    segments' footers name it, so that readers can refuse a segment of another generation."""
 
     @property
     def count(self) -> int:

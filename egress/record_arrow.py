@@ -2,7 +2,8 @@
 
 Each Spark task handles planned ranges of partitions. A range's rows are one *range row*
 first (``offset`` null; ``topic``, ``partition``, ``range_start``, ``range_end`` set: the
-half-open range [range_start, range_end)), then the records (``offset`` set, range
+half-open range [range_start, range_end); ``topic_id``: the generation planned, which the
+segments' signed footers name), then the records (``offset`` set, range
 columns null). The range row tells the sink which
 offsets the task covers even when the range holds no record at all (only transaction
 markers, or records compacted away), so that the sink can still write the segment that
@@ -30,7 +31,7 @@ from replicator.core.segments.format import SCHEMA
 SPARK_SCHEMA_DDL = (
     "topic string, partition int, range_start bigint, range_end bigint, offset bigint, "
     "timestamp bigint, timestamp_type tinyint, key binary, value binary, "
-    "headers array<struct<key:string,value:binary>>"
+    "headers array<struct<key:string,value:binary>>, topic_id string"
 )
 """The Spark schema of the source; ``timestamp`` is epoch milliseconds."""
 
@@ -47,6 +48,7 @@ ROW_SCHEMA = pa.schema(
         ("key", pa.binary()),
         ("value", pa.binary()),
         ("headers", _HEADERS_TYPE),
+        ("topic_id", pa.string()),
     ]
 )
 
@@ -59,7 +61,8 @@ def range_row(planned: OffsetRange) -> pa.RecordBatch:
         pa.array([planned.start], pa.int64()),
         pa.array([planned.end], pa.int64()),
     ]
-    columns += [pa.nulls(1, f.type) for f in ROW_SCHEMA][4:]
+    columns += [pa.nulls(1, f.type) for f in ROW_SCHEMA][4:-1]
+    columns.append(pa.array([planned.topic_id], pa.string()))
     return pa.RecordBatch.from_arrays(columns, schema=ROW_SCHEMA)
 
 
@@ -82,6 +85,7 @@ def messages_to_rows(messages: Sequence[Any]) -> pa.RecordBatch:
             pa.nulls(n, pa.int64()),
             pa.nulls(n, pa.int64()),
             *columns,
+            pa.nulls(n, pa.string()),
         ],
         schema=ROW_SCHEMA,
     )

@@ -122,7 +122,7 @@ class RangeWriter:
             key = SegmentKey(
                 self._region, planned.topic, planned.partition, 0, self._next_start, planned.last
             )
-            self._open = self._store.spooled(key)
+            self._open = self._store.spooled(key, topic_id=planned.topic_id)
             self._bytes = 0
         return self._open
 
@@ -205,6 +205,7 @@ def _start_range(
         batch.column("partition")[row].as_py(),
         batch.column("range_start")[row].as_py(),
         batch.column("range_end")[row].as_py(),
+        topic_id=batch.column("topic_id")[row].as_py(),
     )
     limits = required(config, "egress").thresholds(planned.topic)
     return RangeWriter(store, region, planned, limits.max_segment_bytes)

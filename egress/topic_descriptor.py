@@ -8,7 +8,10 @@ the destination out of order (bucket replication keeps no order) is never cut sh
 whichever segment happened to arrive first.
 
 The descriptor also names the topic id of the generation exported (see
-:mod:`egress.generations`); a re-created topic's descriptor is left as it is.
+:mod:`egress.generations`); a re-created topic's descriptor is left as it is. Where the
+deployment signs, the descriptor is signed (:func:`signed_descriptor`) and one in the
+bucket not signed by the deployment is not egress's own: its export starts are ignored
+and found by listing.
 
 Partition count and configs are refreshed when they change (checked every
 ``[egress] descriptor_interval``). A partition's export start is found once, by listing
@@ -29,7 +32,13 @@ from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.config import Config, required
 from replicator.core.errors import ReplicatorError
 from replicator.core.kafka.errors import BrokerError
-from replicator.core.segments.descriptor import UNUSABLE_OBJECT, describe, export_starts
+from replicator.core.segments.descriptor import (
+    UNUSABLE_OBJECT,
+    checked_descriptor,
+    describe,
+    export_starts,
+    signed_descriptor,
+)
 from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.selection import lowest_start
@@ -112,7 +121,8 @@ class DescriptorPublisher:
     def _recorded(self, topic: str) -> dict[int, int]:
         key = topic_descriptor_s3_key(self.config.s3.prefix, self.egress.region, topic)
         try:
-            return export_starts(self._store.get_json(key), key) or {}
+            data = checked_descriptor(self._store.get_json(key), key, self._store.keys)
+            return export_starts(data, key) or {}
         except ObjectNotFoundError:
             return {}
         except (DescriptorError, StorageError) as exc:  # not egress's own: found by listing
@@ -134,7 +144,7 @@ class DescriptorPublisher:
         if self._published.get(topic) == descriptor:
             return
         key = topic_descriptor_s3_key(self.config.s3.prefix, self.egress.region, topic)
-        self._store.put_json(key, descriptor)
+        self._store.put_json(key, signed_descriptor(descriptor, key, self._store.keys))
         self._published[topic] = descriptor
         log.info(
             "topic descriptor of %s: %d partitions, configs %s, export starts %s",

@@ -12,7 +12,7 @@ from compaction.merge import run_merge
 from compaction.planning import Merge
 from replicator.core.config import load_config
 from replicator.core.config_json import config_to_json
-from replicator.core.segments.errors import SegmentSignatureError
+from replicator.core.segments.errors import SegmentMismatchError, SegmentSignatureError
 from replicator.core.segments.key import SegmentKey
 from replicator.core.segments.signing import UNSIGNED, SigningKeys, public_key_of
 from replicator.core.segments.store import SegmentStore
@@ -95,3 +95,28 @@ def test_a_compaction_without_the_private_key_fails_its_merges_naming_it(
     assert result.failed is not None and "signing_private_key" in result.failed, result
     assert "TEST_SIGNING_PRIVATE" in result.failed
     assert store.list_segments(SOURCE, setup.topic, 0) == list(inputs)
+
+
+def test_inputs_of_two_topic_generations_are_not_merged(local_stack, compaction_setup):
+    """The output's footer names its inputs' topic id (signed where the deployment signs):
+    inputs naming two fail the merge, naming the input and both ids; nothing is deleted."""
+    setup = compaction_setup()
+    store = SegmentStore.for_region(setup.config, SOURCE)
+    store.write_segment(
+        SegmentKey(SOURCE, setup.topic, 0, 0, 0, 9), segment_batch(0, 10), topic_id="A"
+    )
+    other = SegmentKey(SOURCE, setup.topic, 0, 0, 10, 19)
+    store.write_segment(other, segment_batch(10, 10), topic_id="B")
+    inputs = tuple(store.list_segments(SOURCE, setup.topic, 0))
+    output = SegmentKey(SOURCE, setup.topic, 0, 1, 0, 19)
+
+    with pytest.raises(SegmentMismatchError, match="of topic id B, but the merge's earlier"):
+        run_merge(setup.config, SOURCE, Merge(output, inputs), None, delete=True)
+    assert [s.segment_key for s in store.list_segments(SOURCE, setup.topic, 0)] == [
+        i.segment_key for i in inputs
+    ]
+
+    store.write_segment(other, segment_batch(10, 10), topic_id="A")
+    inputs = tuple(store.list_segments(SOURCE, setup.topic, 0))
+    assert run_merge(setup.config, SOURCE, Merge(output, inputs), None, delete=True).records == 20
+    assert store.footer(output).topic_id == "A"

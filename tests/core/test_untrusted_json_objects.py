@@ -112,6 +112,7 @@ class _Bucket:
 
     def __init__(self, bodies: dict[str, bytes], segments: dict[int, list[int]]) -> None:
         self.store = store_of(bodies)
+        self.keys = self.store.keys
         self.segments = segments
         self.written: list[dict[str, Any]] = []
 

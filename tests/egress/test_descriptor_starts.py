@@ -16,11 +16,15 @@ from egress import topic_descriptor
 from egress.topic_descriptor import DescriptorPublisher
 from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.segments.key import SegmentKey
+from replicator.core.segments.signing import UNSIGNED
 from tests.fixtures.egress import unreachable_egress_config
 
 
 class Bucket:
-    """Segments by partition; the first listing of ``failing`` fails."""
+    """Segments by partition; the first listing of ``failing`` fails. A deployment that
+    does not sign (``keys``)."""
+
+    keys = UNSIGNED
 
     def __init__(self, segments: dict[int, list[int]], failing: int) -> None:
         self.segments = segments

@@ -51,6 +51,9 @@ def test_a_recreated_topic_is_held_with_an_error(local_stack, egress_config, uni
     descriptor_key = topic_descriptor_s3_key("data", SOURCE, topic)
     exported_id = recorded_topic_id(store.get_json(descriptor_key))
     assert exported_id is not None
+    # Each segment the Spark job wrote names that generation in its footer.
+    segments = store.list_segments(SOURCE, topic, 0)
+    assert segments and {store.footer(s).topic_id for s in segments} == {exported_id}
 
     admin = local_stack.admin(SOURCE)
     admin.delete_topics([topic])[topic].result(timeout=30)

@@ -57,6 +57,7 @@ def _rows(records):
             segment.column(3),
             segment.column(4),
             segment.column(5).cast(ROW_SCHEMA.field("headers").type),
+            pa.nulls(len(records), pa.string()),
         ],
         schema=ROW_SCHEMA,
     )

@@ -13,9 +13,11 @@ from egress.group_offsets import GroupOffsetsExporter
 from egress.kafka_source import read_range
 from egress.planning import OffsetRange
 from egress.segment_sink import write_ranges
+from egress.topic_descriptor import DescriptorPublisher
 from replicator.core.groups.offsets_file import group_offsets_s3_key
 from replicator.core.groups.stored import read_group_offsets, read_group_offsets_at
-from replicator.core.segments.errors import SegmentSignatureError
+from replicator.core.segments.descriptor import describe, read_descriptor, write_descriptor
+from replicator.core.segments.errors import DescriptorError, SegmentSignatureError
 from replicator.core.segments.signing import UNSIGNED, SigningKeys
 from replicator.core.segments.store import SegmentStore
 from tests.fixtures.egress import one_partition_topic
@@ -65,3 +67,43 @@ def test_egress_signs_the_group_offsets_it_exports(local_stack, egress_config, u
     body = json.loads(store.client.get_object(Bucket=store.bucket, Key=s3_key)["Body"].read())
     assert body["signature"].startswith("replicator-signature-v2:hmac-sha256:")
     assert read_group_offsets(store_with(store, SigningKeys(b"x" * 32)), SOURCE, topic) == []
+
+
+def test_egress_signs_the_topic_descriptor_with_the_topic_id(
+    local_stack, egress_config, unique, monkeypatch
+):
+    topic = unique("signed")
+    one_partition_topic(local_stack, topic, [b"v%d" % i for i in range(3)])
+    _, path = egress_config({topic: {}})
+    config = signed_config(path, monkeypatch)
+    catalog = SourceCatalog(config)
+
+    DescriptorPublisher(config, catalog).publish()
+
+    store = SegmentStore.for_region(config, SOURCE)
+    descriptor = read_descriptor(store, SOURCE, topic)
+    assert descriptor is not None and descriptor.partitions == 1
+    assert (
+        descriptor.topic_id is not None and descriptor.topic_id == catalog.topic_ids([topic])[topic]
+    )
+    with pytest.raises(DescriptorError, match="matches none of the configured keys"):
+        read_descriptor(store_with(store, SigningKeys(b"x" * 32)), SOURCE, topic)
+
+
+def test_the_segments_egress_writes_name_the_planned_topic_generation(
+    local_stack, egress_config, unique, monkeypatch
+):
+    topic = unique("signed")
+    one_partition_topic(local_stack, topic, [b"v%d" % i for i in range(4)])
+    _, path = egress_config({topic: {}})
+    config = signed_config(path, monkeypatch)
+    topic_id = SourceCatalog(config).topic_ids([topic])[topic]
+    assert topic_id is not None
+    planned = OffsetRange(topic, 0, 0, 4, topic_id=topic_id)
+
+    [written] = write_ranges(config, iter(read_range(config, planned)))
+
+    store = SegmentStore.for_region(config, SOURCE)
+    write_descriptor(store, SOURCE, topic, describe(topic, 1, {}, SOURCE, topic_id=topic_id))
+    [segment] = written.segments
+    assert store.footer(segment.segment_key).topic_id == topic_id

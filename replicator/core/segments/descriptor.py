@@ -2,19 +2,32 @@
 
 Egress writes it (:mod:`egress.topic_descriptor`); ingress and restore read it to create a
 destination topic alike and to know where each partition's export started.
+
+It is also the trusted record of the topic's generation: the Kafka topic id of the topic
+whose records the segments under it hold. So where the deployment signs
+(``[s3]`` signing keys) egress signs it like a group offsets object (its S3 object key
+with the prefix and its content in canonical JSON, :func:`signed_descriptor`), and every
+reader refuses one that is unsigned or not signed by the deployment's keys
+(:func:`read_descriptor`, a :class:`DescriptorError` naming its S3 object key: that source
+or topic stops, the others go on). Unsigned, a bucket writer could name another topic id
+(or none) and make a segment of another generation pass as this one's.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.decimal_text import parse_decimal
 from replicator.core.kafka.topics import COPIED_CONFIGS, copied_configs
 from replicator.core.segments.errors import DescriptorError
 from replicator.core.segments.key import MAX_OFFSET, topic_descriptor_s3_key
-from replicator.core.segments.store import SegmentStore
+from replicator.core.segments.signing import SigningKeys, descriptor_message
+
+if TYPE_CHECKING:  # the store reads descriptors (a segment's generation is checked there)
+    from replicator.core.segments.store import SegmentStore
 
 DESCRIPTOR_VERSION = 1
 UNUSABLE_OBJECT = ("parse", "size")
@@ -89,6 +102,9 @@ class Descriptor:
     partitions: int
     configs: dict[str, str]
     export_start: dict[int, int] | None
+    topic_id: str | None = None
+    """The Kafka topic id of the exported generation (None: not recorded, by an egress
+    version that did not, or a broker that reports none)."""
 
 
 def parse_descriptor(data: Any, where: str) -> Descriptor:
@@ -110,11 +126,60 @@ def parse_descriptor(data: Any, where: str) -> Descriptor:
         isinstance(k, str) and isinstance(v, (str, int, float, bool)) for k, v in configs.items()
     ):
         raise DescriptorError(f"topic descriptor {where}: 'configs' is not a table of values")
+    topic_id = data.get("topic_id")
+    if topic_id is not None and recorded_topic_id(data) is None:
+        raise DescriptorError(f"topic descriptor {where}: 'topic_id' is {topic_id!r:.80}")
     return Descriptor(
         partitions,
         _copied_configs(configs, where),
         export_starts(data, f"topic descriptor {where}"),
+        topic_id,
     )
+
+
+SIGNATURE_FIELD = "signature"
+"""The JSON field holding a signed descriptor's signature."""
+
+
+def _canonical(data: dict[str, Any]) -> bytes:
+    """``data`` but its signature in one JSON spelling: what the signature signs."""
+    unsigned = {k: v for k, v in data.items() if k != SIGNATURE_FIELD}
+    return json.dumps(unsigned, sort_keys=True, separators=(",", ":")).encode()
+
+
+def signed_descriptor(descriptor: dict[str, Any], s3_key: str, keys: SigningKeys) -> dict[str, Any]:
+    """``descriptor`` as stored at ``s3_key``: with its signature where the deployment
+    signs (:class:`DescriptorError` if this process holds no key to sign with)."""
+    if not keys.required:
+        return descriptor
+    try:
+        signature = keys.sign(descriptor_message(s3_key, _canonical(descriptor)))
+    except ValueError as exc:
+        raise DescriptorError(f"topic descriptor {s3_key}: not written: {exc}") from None
+    return {**descriptor, SIGNATURE_FIELD: signature.decode()}
+
+
+def signature_problem(data: Any, s3_key: str, keys: SigningKeys) -> str | None:
+    """Why the descriptor ``data`` stored at ``s3_key`` is not signed by one of ``keys``
+    (None: it is, or the deployment does not sign). Pure."""
+    if not keys.required:
+        return None
+    if not isinstance(data, dict):
+        return "not a JSON object"
+    stored = data.get(SIGNATURE_FIELD)
+    if stored is not None and not isinstance(stored, str):
+        return "its signature is not a string"
+    message = descriptor_message(s3_key, _canonical(data))
+    return keys.check(message, stored.encode() if stored is not None else None)
+
+
+def checked_descriptor(data: Any, s3_key: str, keys: SigningKeys) -> Any:
+    """``data`` if it is signed as ``keys`` require, else a :class:`DescriptorError`
+    naming ``s3_key`` and why."""
+    problem = signature_problem(data, s3_key, keys)
+    if problem is not None:
+        raise DescriptorError(f"topic descriptor {s3_key}: {problem}")
+    return data
 
 
 _CHOICES = {
@@ -156,7 +221,9 @@ def _is_number(text: str) -> bool:
 
 def read_descriptor(store: SegmentStore, region: str, topic: str) -> Descriptor | None:
     """``region``/``topic``'s descriptor in ``store``'s bucket (None: there is none yet).
-    Raises :class:`DescriptorError` for one that is there but unusable."""
+    Raises :class:`DescriptorError` for one that is there but unusable, or, where the
+    deployment signs, not signed by its keys for this S3 object key (checked before its
+    content is used)."""
     key = topic_descriptor_s3_key(store.prefix, region, topic)
     try:
         data = store.get_json(key)
@@ -166,4 +233,13 @@ def read_descriptor(store: SegmentStore, region: str, topic: str) -> Descriptor 
         if exc.operation in UNUSABLE_OBJECT:
             raise DescriptorError(f"topic descriptor {exc}") from None
         raise
-    return parse_descriptor(data, key)
+    return parse_descriptor(checked_descriptor(data, key, store.keys), key)
+
+
+def write_descriptor(
+    store: SegmentStore, region: str, topic: str, descriptor: dict[str, Any]
+) -> None:
+    """Put ``descriptor`` at ``region``/``topic``'s key in ``store``'s bucket, signed with
+    ``store``'s keys where the deployment signs."""
+    key = topic_descriptor_s3_key(store.prefix, region, topic)
+    store.put_json(key, signed_descriptor(descriptor, key, store.keys))

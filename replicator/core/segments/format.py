@@ -177,12 +177,19 @@ class SegmentFooter:
     source_data_loss: bool = False
     """Offsets this segment covers were gone from the source log before egress read them
     (``on_data_loss = "skip"``): readers report the loss instead of calling it a gap."""
+    topic_id: str | None = None
+    """The Kafka topic id of the topic generation the records were read from (None: the
+    source broker reports none). Signed with the footer: a signed segment of an earlier
+    generation of the topic (deleted and created again) names that generation's id, and
+    readers compare it with the (signed) topic descriptor's
+    (:meth:`replicator.core.segments.store.SegmentStore.open`)."""
 
     def to_json(self) -> bytes:
         data = asdict(self)
         data["row_group_checksums"] = list(self.row_group_checksums)
-        if not self.source_data_loss:
-            del data["source_data_loss"]  # footers without a loss stay as they were
+        for optional in _OPTIONAL_FIELDS:
+            if not data[optional]:
+                del data[optional]  # footers without them stay as they were
         return json.dumps(data, separators=(",", ":")).encode()
 
     @classmethod
@@ -191,7 +198,7 @@ class SegmentFooter:
         missing, unknown or of the wrong type."""
         data = check_fields(
             json_object(raw, MAX_FOOTER_BYTES),
-            {name: (kinds, name != "source_data_loss") for name, kinds in _FOOTER_TYPES.items()},
+            {name: (kinds, name not in _OPTIONAL_FIELDS) for name, kinds in _FOOTER_TYPES.items()},
         )
         checksums = data["row_group_checksums"]
         if not all(isinstance(c, str) and _HEX_DIGEST.fullmatch(c) for c in checksums):
@@ -201,6 +208,9 @@ class SegmentFooter:
         ):
             raise ValueError(f"checksum {data['checksum']!r} is not sha256:<hex digest>")
         data["row_group_checksums"] = tuple(checksums)
+        topic_id = data.get("topic_id")
+        if topic_id is not None and not 0 < len(topic_id) <= MAX_TOPIC_ID_CHARS:
+            raise ValueError(f"topic_id of {len(topic_id)} characters")
         return cls(**data)
 
 
@@ -220,7 +230,10 @@ _FOOTER_TYPES: dict[str, Kinds] = {
     "checksum": str,
     "row_group_checksums": list,
     "source_data_loss": bool,
+    "topic_id": (str, type(None)),
 }
+_OPTIONAL_FIELDS = ("source_data_loss", "topic_id")
+MAX_TOPIC_ID_CHARS = 64
 
 
 # ---------------------------------------------------------------------------------------
@@ -336,6 +349,9 @@ class SegmentWriter:
         self._closed = False
         self.source_data_loss = False
         """Set by a writer that knows covered offsets were lost at the source."""
+        self.topic_id: str | None = None
+        """Set by a writer that knows the topic id of the generation the records come from
+        (egress from its planner; compaction from its inputs)."""
         self._writer = pq.ParquetWriter(
             self._sink,
             SCHEMA,
@@ -451,6 +467,7 @@ class SegmentWriter:
             checksum=combine_checksums(self._checksums),
             row_group_checksums=tuple(self._checksums),
             source_data_loss=self.source_data_loss,
+            topic_id=self.topic_id,
         )
         metadata = {FOOTER_KEY: footer.to_json()}
         if self._keys.signs:

@@ -18,16 +18,24 @@ Two schemes, one per deployment:
 What a signature binds (the message signed starts with a domain tag per kind of object,
 so a signature of one kind never validates as the other):
 
-- a segment (``replicator.segment.v2``): the S3 object key *with* the deployment prefix
+- a segment (``replicator.segment.v3``): the S3 object key *with* the deployment prefix
   (``prefix/region/topic/partition/level/start-end``: a signed segment copied to another
   key, range or prefix fails) and the Parquet footer's raw bytes as stored (Thrift:
   schema, row groups and their byte positions, and the key-value metadata holding the
-  replicator footer, whose row-group checksums cover every record), with the signature's
-  own hex digits replaced by zeros. The writer writes the footer with that placeholder,
+  replicator footer, whose row-group checksums cover every record and whose ``topic_id``
+  names the topic generation the records were read from), with the signature's own hex
+  digits replaced by zeros. Readers compare that topic id with the signed topic
+  descriptor's (:meth:`replicator.core.segments.store.SegmentStore.open`): a signed
+  segment of an earlier generation put back at its key (bucket versioning keeps it) is
+  refused. The writer writes the footer with that placeholder,
   signs the bytes and puts the digits in place (same length: nothing else moves).
 - group offsets (``replicator.group-offsets.v2``): the object key with the prefix, and
   the object's content in one canonical JSON spelling (region, topic, group, time and the
   offsets): a signed object copied to another key or group, or changed, fails.
+- a topic descriptor (``replicator.topic-descriptor.v1``): the object key with the
+  prefix, and its whole content but the signature in canonical JSON, the Kafka topic id
+  of the exported generation included: the descriptor is the trusted record of which
+  generation the segments under it belong to (:mod:`replicator.core.segments.descriptor`).
 
 Order, for a segment: the reader reads the Parquet footer's raw bytes (their length
 capped first, from the file's last eight bytes) and checks the signature over them
@@ -37,8 +45,11 @@ in the raw bytes by its marker, which must occur exactly once.
 
 Scheme versions: v1 (``hmac-sha256-v1``, a MAC over the unprefixed key and the JSON footer
 only) is refused, not accepted alongside: it binds no prefix (a segment of another
-deployment sharing the key validates), and its footer is parsed before it is checked. See
-docs/security.md for the upgrade of a deployment that signed with v1.
+deployment sharing the key validates), and its footer is parsed before it is checked. v2
+segments (``replicator.segment.v2``, before the footer named the topic id) are refused
+too: accepted, a v2 segment of any generation would validate, since it names none; the
+refusal says "v2". See docs/security.md for the upgrade of a deployment that signed with
+v1 or v2.
 
 Pure; keys are bytes (never logged, never in an error message).
 """
@@ -69,8 +80,12 @@ HMAC = "hmac-sha256"
 ED25519 = "ed25519"
 DIGITS = {HMAC: 64, ED25519: 128}
 """Hex digits of each scheme's signature."""
-SEGMENT_DOMAIN = b"replicator.segment.v2\n"
+SEGMENT_DOMAIN = b"replicator.segment.v3\n"
+V2_SEGMENT_DOMAIN = b"replicator.segment.v2\n"
+"""Segments signed before the footer named the topic's generation: refused, recognised
+only to say so."""
 GROUP_OFFSETS_DOMAIN = b"replicator.group-offsets.v2\n"
+DESCRIPTOR_DOMAIN = b"replicator.topic-descriptor.v1\n"
 ED25519_KEY_BYTES = 32
 _STORED = re.compile(rb"replicator-signature-v2:([a-z0-9-]{1,20}):([0-9a-f]*)")
 
@@ -204,10 +219,12 @@ def _public(raw: bytes) -> Ed25519PublicKey:
 # -- segments ---------------------------------------------------------------------------
 
 
-def segment_message(s3_key: str, footer: bytes | memoryview) -> bytes:
+def segment_message(
+    s3_key: str, footer: bytes | memoryview, domain: bytes = SEGMENT_DOMAIN
+) -> bytes:
     """What a segment's signature signs: its object key and its Parquet footer's bytes
     with the signature's digits zeroed."""
-    return SEGMENT_DOMAIN + s3_key.encode() + b"\n" + bytes(footer)
+    return domain + s3_key.encode() + b"\n" + bytes(footer)
 
 
 def sign_footer(keys: SigningKeys, s3_key: str, footer: bytes) -> bytes:
@@ -238,7 +255,16 @@ def check_footer_signature(keys: SigningKeys, s3_key: str, footer: bytes) -> str
     stored = match.group(0)
     digits_at = match.start(2)
     zeroed = footer[:digits_at] + b"0" * len(match.group(2)) + footer[match.end(2) :]
-    return keys.check(segment_message(s3_key, zeroed), stored)
+    reason = keys.check(segment_message(s3_key, zeroed), stored)
+    if (
+        reason is not None
+        and keys.check(segment_message(s3_key, zeroed, V2_SEGMENT_DOMAIN), stored) is None
+    ):
+        return (
+            "signed with segment signature v2, which does not bind the topic's generation: "
+            "refused (docs/security.md, upgrading)"
+        )
+    return reason
 
 
 # -- group offsets and other small JSON objects -------------------------------------------
@@ -246,6 +272,12 @@ def check_footer_signature(keys: SigningKeys, s3_key: str, footer: bytes) -> str
 
 def object_message(s3_key: str, canonical: bytes) -> bytes:
     return GROUP_OFFSETS_DOMAIN + s3_key.encode() + b"\n" + canonical
+
+
+def descriptor_message(s3_key: str, canonical: bytes) -> bytes:
+    """What a topic descriptor's signature signs: its object key (with the prefix) and
+    its content in canonical JSON (everything but the signature field)."""
+    return DESCRIPTOR_DOMAIN + s3_key.encode() + b"\n" + canonical
 
 
 # -- keys as configured -------------------------------------------------------------------

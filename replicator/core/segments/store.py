@@ -32,7 +32,8 @@ from replicator.core.aws.s3_streams import S3MultipartWriter, S3RangedReader, Up
 from replicator.core.config import Config, S3Config
 from replicator.core.decimal_text import parse_decimal
 from replicator.core.errors import ConfigError
-from replicator.core.segments.errors import SegmentKeyError
+from replicator.core.segments.descriptor import read_descriptor
+from replicator.core.segments.errors import DescriptorError, SegmentKeyError, SegmentMismatchError
 from replicator.core.segments.format import (
     DEFAULT_ROW_GROUP_BYTES,
     SegmentFooter,
@@ -190,6 +191,8 @@ class SegmentStore:
         holds a signing key (``[s3] signing_key``)."""
         self.client = client
         self.keys = keys
+        self._generations: dict[tuple[str, str], str | None] = {}
+        """The topic id each (region, topic)'s signed descriptor names, once read."""
         self.bucket = bucket
         self.prefix = prefix
         self.storage_class = storage_class
@@ -241,11 +244,15 @@ class SegmentStore:
         *,
         storage_class: str | None = None,
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+        topic_id: str | None = None,
     ) -> SpooledSegment:
-        """A segment covering at most ``key``'s range whose end is chosen at close."""
-        return SpooledSegment(
+        """A segment covering at most ``key``'s range whose end is chosen at close;
+        ``topic_id``: the generation its records come from (its footer names it)."""
+        segment = SpooledSegment(
             self, key, storage_class=storage_class, row_group_bytes=row_group_bytes
         )
+        segment.writer.topic_id = topic_id
+        return segment
 
     @contextmanager
     def writer(
@@ -254,6 +261,7 @@ class SegmentStore:
         *,
         storage_class: str | None = None,
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+        topic_id: str | None = None,
     ) -> Iterator[SegmentUpload]:
         """Open a segment for writing; it becomes visible when the block exits cleanly,
         and the upload then says what was sent (to check against what S3 holds).
@@ -268,6 +276,7 @@ class SegmentStore:
                     sink, key, row_group_bytes=row_group_bytes, keys=self.keys, prefix=self.prefix
                 )
             )
+            upload.segment.topic_id = topic_id
             yield upload
             upload.footer = upload.segment.close()
             upload.uploaded = sink.complete()
@@ -287,9 +296,12 @@ class SegmentStore:
         *,
         storage_class: str | None = None,
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+        topic_id: str | None = None,
     ) -> StoredSegment:
         """Write a whole segment and return it as listed."""
-        with self.writer(key, storage_class=storage_class, row_group_bytes=row_group_bytes) as w:
+        with self.writer(
+            key, storage_class=storage_class, row_group_bytes=row_group_bytes, topic_id=topic_id
+        ) as w:
             if isinstance(data, (pa.Table, pa.RecordBatch)):
                 w.write(data)
             else:
@@ -313,20 +325,64 @@ class SegmentStore:
         )
 
     def open(self, segment: StoredSegment | SegmentKey) -> SegmentReader:
-        """A verified reader; raises CorruptSegmentError / SegmentMismatchError naming the key."""
+        """A verified reader; raises CorruptSegmentError / SegmentMismatchError naming the key.
+
+        Where the deployment signs, the segment must also be of the topic generation its
+        signed descriptor names (:meth:`_check_generation`)."""
         stored = segment if isinstance(segment, StoredSegment) else self.stat(segment)
         if stored.etag is None:
             stored = self.stat(stored.segment_key)
         assert stored.etag is not None, "S3 returns an ETag for every object"
         source = S3RangedReader(self.client, self.bucket, stored.s3_key, stored.size, stored.etag)
         buffered = io.BufferedReader(source, buffer_size=1024 * 1024)
-        return SegmentReader(
+        reader = SegmentReader(
             buffered,
             stored.segment_key,
             f"s3://{self.bucket}/{stored.s3_key}",
             self.keys,
             self.prefix,
         )
+        if self.keys.required:
+            self._check_generation(reader)
+        return reader
+
+    def _check_generation(self, reader: SegmentReader) -> None:
+        """Refuse a signed segment of another generation of its topic than the one its
+        topic descriptor (signed, read once per topic, again when a segment disagrees:
+        the topic may have been exported anew since) names.
+
+        Why here: every reader (ingress, restore, compaction) opens segments through the
+        store, and a signature alone does not tell generations apart (a deleted and
+        re-created topic's old segments, kept as noncurrent versions, are validly signed).
+
+        Where no descriptor is there yet (bucket replication keeps no order) or it names
+        no topic id (the source broker reports none), nothing is compared: there is no
+        trusted id to compare with, and refusing would halt partitions that are fine."""
+        key = reader.segment_key
+        found = reader.footer.topic_id
+        expected = self._generation(reader.name, key.region, key.topic, refresh=False)
+        if expected is not None and found != expected:
+            expected = self._generation(reader.name, key.region, key.topic, refresh=True)
+        if expected is not None and found != expected:
+            raise SegmentMismatchError(
+                reader.name,
+                f"of topic id {found or '(none)'}, but its topic descriptor names topic id "
+                f"{expected}: a segment of another generation of the topic (deleted and "
+                "created again)",
+            )
+
+    def _generation(self, name: str, region: str, topic: str, *, refresh: bool) -> str | None:
+        if refresh or (region, topic) not in self._generations:
+            try:
+                descriptor = read_descriptor(self, region, topic)
+            except DescriptorError as exc:
+                raise SegmentMismatchError(
+                    name, f"its topic generation cannot be checked: {exc}"
+                ) from None
+            if descriptor is None:
+                return None  # read again at the next open, until it arrives
+            self._generations[(region, topic)] = descriptor.topic_id
+        return self._generations[(region, topic)]
 
     def read_segment(self, segment: StoredSegment | SegmentKey) -> pa.Table:
         return self.open(segment).read_all()
