@@ -17,7 +17,7 @@ from replicator.core.groups.admin import GroupAdmin
 from replicator.core.groups.offsets_file import GroupOffsets, group_offsets_s3_key, signed_json
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
-from replicator.core.segments.descriptor import describe
+from replicator.core.segments.descriptor import describe, write_descriptor
 from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
 from replicator.core.segments.signing import UNSIGNED
 from replicator.core.segments.store import SegmentStore
@@ -74,9 +74,7 @@ def test_forgeries_beside_a_good_topic_are_each_refused_and_named(
     assert signed.keys.signs
     forger = store_with(signed, UNSIGNED)  # writes to the bucket, holds no key
 
-    signed.put_json(
-        topic_descriptor_s3_key("data", SOURCE, good), describe(good, 1, {}, SOURCE, {0: 0})
-    )
+    write_descriptor(signed, SOURCE, good, describe(good, 1, {}, SOURCE, {0: 0}))
     signed.write_segment(SegmentKey(SOURCE, good, 0, 0, 0, FIRST - 1), segment_batch(0, FIRST))
     bad_key = topic_descriptor_s3_key("data", SOURCE, bad)
     forger.client.put_object(Bucket=forger.bucket, Key=bad_key, Body=DEEP)
