@@ -132,11 +132,7 @@ def signature_problem(
 ) -> str | None:
     """Why the object at ``s3_key`` (``data``, parsed as ``record``) is not signed by one
     of ``keys`` (None: it is, or the deployment does not sign)."""
-    stored = data.get(SIGNATURE_FIELD)
-    if stored is not None and not isinstance(stored, str):
-        return "its signature is not a string"
-    message = object_message(s3_key, _canonical(record))
-    return keys.check(message, stored.encode() if stored is not None else None)
+    return keys.check_field(object_message(s3_key, _canonical(record)), data.get(SIGNATURE_FIELD))
 
 
 def groups_s3_prefix(prefix: str, region: str, topic: str) -> str:

@@ -166,11 +166,7 @@ def signature_problem(data: Any, s3_key: str, keys: SigningKeys) -> str | None:
         return None
     if not isinstance(data, dict):
         return "not a JSON object"
-    stored = data.get(SIGNATURE_FIELD)
-    if stored is not None and not isinstance(stored, str):
-        return "its signature is not a string"
-    message = descriptor_message(s3_key, _canonical(data))
-    return keys.check(message, stored.encode() if stored is not None else None)
+    return keys.check_field(descriptor_message(s3_key, _canonical(data)), data.get(SIGNATURE_FIELD))
 
 
 def checked_descriptor(data: Any, s3_key: str, keys: SigningKeys) -> Any:

@@ -191,6 +191,13 @@ class SigningKeys:
             "object or its key was changed)"
         )
 
+    def check_field(self, message: bytes, stored: object) -> str | None:
+        """:meth:`check` for a signature kept in a JSON object's field (``stored``: the
+        field's value, None when absent), which a forger may give any type."""
+        if stored is not None and not isinstance(stored, str):
+            return "its signature is not a string"
+        return self.check(message, stored.encode() if stored is not None else None)
+
 
 UNSIGNED = SigningKeys()
 
