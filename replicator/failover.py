@@ -397,7 +397,12 @@ def _relay_report(config: Config, names: set[str] | None, pool: Executor) -> Fai
     for row in partitions:
         row.available_end = row.replayed_until
     rows: list[GroupPartition] = []
-    if replayed:
+    if replayed and not ends:  # groups' offsets are read upstream: asking again would wait
+        unreachable.append(
+            "consumer groups not translated: their offsets are read from an upstream, and "
+            "none answered"
+        )
+    elif replayed:
         try:
             rows = translate_upstream(config, kafka, names, relay.consumer_groups)
         except (ReplicatorError, KafkaException) as exc:
