@@ -58,7 +58,12 @@ from replicator.core.kafka.checkpoints import (
     ResumePoint,
     WriteTarget,
 )
-from replicator.core.kafka.clients import client_config, ensure_service_topic
+from replicator.core.kafka.clients import (
+    LEADER_NOT_READY,
+    await_leaders,
+    client_config,
+    ensure_service_topic,
+)
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.kafka.records import messages_to_records
 from replicator.core.kafka.tail import read_range, tail_reader, watermarks
@@ -446,13 +451,16 @@ def _seed(reversed_config: Config, old_region: str, rows: list[PartitionFailback
     the exactly-once writer the relay itself uses, unless one is there."""
     relay = required(reversed_config, "relay")
     kafka = client_config(reversed_config.region(old_region).kafka)
+    admin = AdminClient(kafka)
     ensure_service_topic(
-        AdminClient(kafka),
+        admin,
         relay.checkpoint_topic,
         relay.checkpoint_partitions,
         "relay.checkpoint_partitions",
         {"cleanup.policy": "compact"},
     )
+    await_leaders(admin, relay.checkpoint_topic, relay.checkpoint_partitions)
+    _await_answers(kafka, relay.checkpoint_topic, relay.checkpoint_partitions)
     store = CheckpointStore(kafka, relay.checkpoint_topic, relay.checkpoint_partitions)
     for row in rows:
         writer = PartitionWriter(kafka, relay.group_id, row.reversed_target, store, kind="relay")
@@ -463,6 +471,18 @@ def _seed(reversed_config: Config, old_region: str, rows: list[PartitionFailback
                 writer.commit(row.reversed_from)
         finally:
             writer.close()
+
+
+def _await_answers(kafka: dict[str, Any], topic: str, partitions: int) -> None:
+    """Until each partition's leader answers for its ends: a topic created a moment ago
+    (or a broker just started) is in the metadata before its leaders serve it."""
+    consumer = tail_reader(kafka, TAIL_READER_GROUP)
+    try:
+        for partition in range(partitions):
+            tp = TopicPartition(topic, partition)
+            watermarks(consumer, tp, "the log ends", retry=LEADER_NOT_READY)
+    finally:
+        consumer.close()
 
 
 def _run_reversed_relay(reversed_config: Config) -> int:
