@@ -71,6 +71,7 @@ from replicator.core.kafka.writer import PartitionWriter
 from replicator.core.segments.descriptor import describe
 from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
+from replicator.core.untrusted_text import escape
 from replicator.failover import FailoverReport, _columns, collect
 from replicator.failover import apply as apply_failover
 
@@ -123,6 +124,21 @@ def divergent_tail(start: int, records: Iterable[tuple[int, int, bool]]) -> Tail
             last_timestamp=timestamp,
         )
     return tail
+
+
+def lost_in_old_region(end: int, replayed_until: int | None, region: str) -> str | None:
+    """Why the old partition cannot be failed back into by appending: it ends (``end``)
+    before the next offset the new region would have got, so records the new region holds
+    from it are gone from it (an unclean leader election, a truncation) and its offsets
+    past ``end`` would name other records than the new region's provenance does. None
+    when it can. Pure."""
+    if end >= (replayed_until or 0):
+        return None
+    return (
+        f"{region} ends at offset {end}, before {replayed_until}, the next offset the new "
+        "region would have got: records replicated forward are gone from the old region "
+        "(an unclean election, a truncation); rebuild its topic from the new region instead"
+    )
 
 
 def tail_segment_key(origin: str, topic: str, partition: int, tail: Tail) -> SegmentKey | None:
@@ -338,13 +354,9 @@ def _forward_checkpoints(config: Config, kafka: dict[str, Any]) -> CheckpointSto
 def _fill(row: PartitionFailback, forward: ResumePoint, old_kafka: dict[str, Any]) -> None:
     row.replayed_until = forward.next_source_offset
     row.reversed_from = forward.destination_offset + 1
-    end = _old_end(old_kafka, row)
-    if end < (row.replayed_until or 0):
-        row.problem = (
-            f"{row.old_region} ends at offset {end}, before {row.replayed_until}, the next "
-            f"offset the new region would get: records replicated forward are gone from the "
-            "old region (an unclean election, a truncation); rebuild it from the new region"
-        )
+    lost = lost_in_old_region(_old_end(old_kafka, row), row.replayed_until, row.old_region)
+    if lost is not None:
+        row.problem = lost
         return
     row.tail = divergent_tail(
         row.replayed_until or 0,
@@ -622,7 +634,7 @@ def render(report: FailbackReport) -> str:
         lines += _columns(groups)
         lines += [f"  {g.group}: moved {g.moved} partitions" for g in report.groups.groups]
     if report.problems:
-        lines += ["", "PROBLEMS:"] + [f"  {p}" for p in report.problems]
+        lines += ["", "PROBLEMS:"] + [f"  {escape(p)}" for p in report.problems]
     if report.applied:
         lines += ["", "failback " + ("done" if report.ok else "NOT complete")]
     else:

@@ -54,7 +54,7 @@ def _failback(config: Path, log: Path, *groups: str, env: dict[str, str] | None 
     args = [sys.executable, "-m", "replicator", "failback", "--config", str(config), "--apply"]
     for group in groups:
         args += ["--group", group]
-    return subprocess.run(
+    done = subprocess.run(
         args,
         capture_output=True,
         text=True,
@@ -63,6 +63,8 @@ def _failback(config: Path, log: Path, *groups: str, env: dict[str, str] | None 
         env={**os.environ, **(env or {})},
         check=False,
     )
+    log.write_text(done.stdout + done.stderr)
+    return done
 
 
 def _fail_over(path: Path, groups: list[str]) -> None:

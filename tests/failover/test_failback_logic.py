@@ -15,6 +15,7 @@ from replicator.core.segments.key import SegmentKey
 from replicator.failback import (
     Tail,
     divergent_tail,
+    lost_in_old_region,
     reversed_config_text,
     reversed_relay,
     tail_segment_key,
@@ -127,3 +128,10 @@ def test_toml_text_reads_back_as_written():
         "arr": [{"f": "g", "inner": [{"h": 1}]}, {"f": "i"}],
     }
     assert tomllib.loads(to_toml(data)) == data
+
+
+def test_an_old_region_that_lost_what_was_replicated_is_refused_by_name():
+    assert lost_in_old_region(50, 50, EAST) is None
+    assert lost_in_old_region(0, None, EAST) is None
+    problem = lost_in_old_region(40, 50, EAST)
+    assert problem is not None and EAST in problem and "40" in problem and "50" in problem
