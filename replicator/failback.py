@@ -41,6 +41,7 @@ import os
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ from replicator.core.segments.descriptor import describe
 from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 from replicator.core.untrusted_text import escape
-from replicator.failover import FailoverReport, _columns, collect
+from replicator.failover import FailoverReport, GroupReadiness, _columns, collect
 from replicator.failover import apply as apply_failover
 
 log = logging.getLogger(__name__)
@@ -609,8 +610,8 @@ def render(report: FailbackReport) -> str:
                 _num(tail.first_offset),
                 _num(tail.last_offset),
                 str(tail.count),
-                _num(tail.first_timestamp),
-                _num(tail.last_timestamp),
+                _stamp(tail.first_timestamp),
+                _stamp(tail.last_timestamp),
                 f"{row.forward.destination_topic}@{row.reversed_from}",
                 row.archived or ("-" if not row.problem else f"PROBLEM: {row.problem}"),
             )
@@ -632,7 +633,7 @@ def render(report: FailbackReport) -> str:
             for r in g.rows
         ]
         lines += _columns(groups)
-        lines += [f"  {g.group}: moved {g.moved} partitions" for g in report.groups.groups]
+        lines += [f"  {escape(g.group)}: {_moved(g)}" for g in report.groups.groups]
     if report.problems:
         lines += ["", "PROBLEMS:"] + [f"  {escape(p)}" for p in report.problems]
     if report.applied:
@@ -640,6 +641,19 @@ def render(report: FailbackReport) -> str:
     else:
         lines += ["", "plan only: run with --apply to archive, reverse and move groups"]
     return "\n".join(lines)
+
+
+def _moved(group: GroupReadiness) -> str:
+    if group.moved is None:
+        return "has members in the old region (or not applied): not moved"
+    return f"moved on {group.moved} partitions"
+
+
+def _stamp(epoch_ms: int | None) -> str:
+    if epoch_ms is None:
+        return "-"
+    moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _num(value: int | None) -> str:
