@@ -317,7 +317,7 @@ def _forward_region_names(config: Config) -> tuple[str, str, Mapping[str, Any]]:
 def plan(config: Config, original_text: str) -> FailbackReport:
     """What a failback would do: the tail of every partition and the reversed config."""
     old_region, new_region, forward = _forward_region_names(config)
-    forward_report = collect(config)
+    forward_report = collect(config, with_groups=False)
     new_kafka = client_config(config.region(new_region).kafka)
     old_kafka = client_config(config.region(old_region).kafka)
     checkpoints = _forward_checkpoints(config, new_kafka)

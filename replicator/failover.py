@@ -515,15 +515,18 @@ def _groups(
     return [found[name] for name in sorted(found)]
 
 
-def collect(config: Config, groups: Iterable[str] = ()) -> FailoverReport:
+def collect(
+    config: Config, groups: Iterable[str] = (), *, with_groups: bool = True
+) -> FailoverReport:
     """The failover report of the config's destination: through S3 when it has
-    ``[ingress]``, else of its ``[relay]``.
+    ``[ingress]``, else of its ``[relay]``. ``with_groups`` False: the partitions only
+    (``replicator failback`` reads them; no group is looked up).
 
     Clusters, buckets and partitions are asked at once (at most :data:`LOOKUPS` in
     flight), and buckets with a few attempts each: in an outage, which is when failover
     runs, the report takes about one timeout per step, not one per partition. No task
     waits on another's result, so the pool cannot deadlock."""
-    names = set(groups) or None
+    names = set(groups) or (None if with_groups else set())
     if config.ingress is None and config.relay is None:
         required(config, "ingress")  # raises: names what is missing
     with ThreadPoolExecutor(LOOKUPS, thread_name_prefix="failover") as pool:
