@@ -29,6 +29,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from infra.ports import free_port
+from replicator.config_check import check
 from replicator.core.config import Config, load_config
 from replicator.core.faults import WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT, marker
 from replicator.core.kafka import provenance
@@ -50,8 +51,16 @@ SLOW_READ = 10
 """Records per partition group ``slow`` read in the destination (all replicated)."""
 
 
-def _failback(config: Path, log: Path, *groups: str, env: dict[str, str] | None = None):
+def _failback(
+    config: Path,
+    log: Path,
+    *groups: str,
+    env: dict[str, str] | None = None,
+    write_config: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
     args = [sys.executable, "-m", "replicator", "failback", "--config", str(config), "--apply"]
+    if write_config is not None:
+        args += ["--write-config", str(write_config)]
     for group in groups:
         args += ["--group", group]
     done = subprocess.run(
@@ -207,8 +216,16 @@ def test_failback_drill(local_stack: LocalStack, unique, tmp_path: Path):
         again = _failback(configs["killed"], tmp_path / "again.log", app, slow)
         assert again.returncode == 0, again.stdout + again.stderr
         after_again = [read_partition(old.bootstrap, topics["killed"][0], p) for p in range(2)]
-        third = _failback(configs["killed"], tmp_path / "third.log", app, slow)
+        reversed_path = tmp_path / "reversed.toml"
+        third = _failback(
+            configs["killed"], tmp_path / "third.log", app, slow, write_config=reversed_path
+        )
         assert third.returncode == 0, third.stdout + third.stderr
+        checked = check(reversed_path)  # what `replicator config check` runs
+        assert checked.ok, checked.to_dict()
+        reversed_relay = load_config(reversed_path).relay
+        assert reversed_relay is not None
+        assert (reversed_relay.sources, reversed_relay.destination) == ([DESTINATION], OLD)
         assert [
             read_partition(old.bootstrap, topics["killed"][0], p) for p in range(2)
         ] == after_again  # nothing written a second time
