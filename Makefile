@@ -10,7 +10,7 @@ CONFIG ?= config.example.toml
 KAFKA_VERSION := $(shell sed -n 's/^KAFKA_VERSION = "\(.*\)"/\1/p' infra/broker.py)
 KAFKA := .kafka/$(KAFKA_VERSION)
 
-.PHONY: setup test unit lint demo chaos fuzz bench bench-profile stack-up stack-down stack-status clean
+.PHONY: setup test unit lint demo failback-drill chaos fuzz bench bench-profile stack-up stack-down stack-status clean
 
 # The Spark driver's class archive (JVM class-data sharing) is recorded once per install
 # into the environment cache: Spark jobs start in about half the time; the local brokers'
@@ -75,6 +75,12 @@ lint: setup $(TOOLS)/.installed
 SECURITY ?= plaintext
 demo: setup
 	$(BIN)/python -m infra.drill --security $(SECURITY)
+
+# The failback drill on a throw-away local stack: the source region killed mid-stream,
+# failover, writes in the destination, the source back, `replicator failback --apply`;
+# prints the divergent tail's table and ends PASSED or FAILED.
+failback-drill: setup
+	$(BIN)/python -m infra.failback_drill
 
 # The pipeline under random faults for 5 minutes (CHAOS_SECONDS=… to change), then verified
 # record by record; prints the faults injected and what was lost or duplicated.

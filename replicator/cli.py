@@ -242,6 +242,23 @@ def _failover(args: argparse.Namespace) -> int:
     return 0 if report.ready else 1
 
 
+def _failback(args: argparse.Namespace) -> int:
+    from replicator.failback import apply, plan, render, write_reversed_config
+
+    config = _load(args)
+    text = Path(args.config).read_text(encoding="utf-8")
+    report = plan(config, text)
+    if args.write_config:
+        write_reversed_config(report, Path(args.write_config))
+    if args.apply:
+        apply(config, report, args.group or ())
+    print(render(report))
+    if not args.write_config and not args.apply:
+        print("\nThe reversed config:\n")
+        print(report.reversed_config)
+    return 0 if report.ok else 1
+
+
 def _restore(args: argparse.Namespace) -> int:
     import json
     import time
@@ -485,6 +502,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     failover.add_argument("--json", action="store_true", help="machine-readable output")
     failover.set_defaults(handler=_failover)
+
+    failback = commands.add_parser(
+        "failback",
+        help="after a failover: the old region's divergent tail, the reversed config; "
+        "with --apply archive the tail, reverse replication, move groups back",
+    )
+    failback.add_argument(
+        "--config", required=True, help="the forward direction's config (as failover used)"
+    )
+    failback.add_argument(
+        "--group",
+        action="append",
+        help="consumer group of the new region to move back (repeatable; default: those "
+        "[relay] consumer_groups or [ingress] consumer_groups matches there)",
+    )
+    failback.add_argument(
+        "--write-config", help="write the reversed direction's config (TOML) to this file"
+    )
+    failback.add_argument(
+        "--apply",
+        action="store_true",
+        help="archive the divergent tail, seed and run the reversed relay to the new "
+        "region's log ends, commit the groups' translated offsets (forward only)",
+    )
+    failback.set_defaults(handler=_failback)
     return parser
 
 

@@ -397,7 +397,12 @@ def _relay_report(config: Config, names: set[str] | None, pool: Executor) -> Fai
     for row in partitions:
         row.available_end = row.replayed_until
     rows: list[GroupPartition] = []
-    if replayed:
+    if replayed and not ends:  # groups' offsets are read upstream: asking again would wait
+        unreachable.append(
+            "consumer groups not translated: their offsets are read from an upstream, and "
+            "none answered"
+        )
+    elif replayed:
         try:
             rows = translate_upstream(config, kafka, names, relay.consumer_groups)
         except (ReplicatorError, KafkaException) as exc:
@@ -510,15 +515,18 @@ def _groups(
     return [found[name] for name in sorted(found)]
 
 
-def collect(config: Config, groups: Iterable[str] = ()) -> FailoverReport:
+def collect(
+    config: Config, groups: Iterable[str] = (), *, with_groups: bool = True
+) -> FailoverReport:
     """The failover report of the config's destination: through S3 when it has
-    ``[ingress]``, else of its ``[relay]``.
+    ``[ingress]``, else of its ``[relay]``. ``with_groups`` False: the partitions only
+    (``replicator failback`` reads them; no group is looked up).
 
     Clusters, buckets and partitions are asked at once (at most :data:`LOOKUPS` in
     flight), and buckets with a few attempts each: in an outage, which is when failover
     runs, the report takes about one timeout per step, not one per partition. No task
     waits on another's result, so the pool cannot deadlock."""
-    names = set(groups) or None
+    names = set(groups) or (None if with_groups else set())
     if config.ingress is None and config.relay is None:
         required(config, "ingress")  # raises: names what is missing
     with ThreadPoolExecutor(LOOKUPS, thread_name_prefix="failover") as pool:

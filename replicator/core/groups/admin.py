@@ -100,6 +100,11 @@ class GroupAdmin:
             raise BrokerError.from_kafka(
                 f"reading offsets of group {group!r} on {self._where}", exc.args[0]
             ) from None
+        except TimeoutError:  # the future's own wait: the cluster did not answer
+            raise BrokerError(
+                f"reading offsets of group {group!r} on {self._where}: no answer within "
+                f"{ADMIN_TIMEOUT:.0f} s"
+            ) from None
         return {(tp.topic, tp.partition): tp.offset for tp in listed if tp.offset >= 0}
 
     def is_active(self, group: str) -> bool:

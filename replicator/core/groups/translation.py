@@ -117,3 +117,33 @@ def replayed_from(translation: Translation, start: int | None) -> Translation:
     if start > translation.source_offset or translation.log_start > 0:
         return translation
     return replace(translation, exact=True, missing_before=0)
+
+
+def translated_back(
+    translation: Translation, reversed_from: int, replicated_record: int | None
+) -> Translation:
+    """A failback's translation of a group's committed offset in the new region (the
+    destination a failover moved it to) into the old region, from ``translation``: the
+    same offset translated over the reversed replication, whose source offsets are the
+    new region's and which began at new-region offset ``reversed_from`` (after the last
+    record replicated forward). ``replicated_record``: the old-region offset named by
+    the provenance of the first record at or after the committed offset that the forward
+    replication wrote (None: none).
+
+    - Committed at or after ``reversed_from``: the reversed replication began at or below
+      it and wrote every record from there, so a first reversed record above the
+      committed offset only means the offsets between held none (a transaction marker):
+      exact. Behind only while the reversed replication has not reached it yet.
+    - Committed below it: the group had not read every record replicated forward; the old
+      region holds them at the offsets their provenance names, and the group resumes at
+      ``replicated_record`` there (it then reads the divergent tail too, which it never
+      read anywhere). Exact.
+    """
+    committed = translation.source_offset
+    if committed >= reversed_from:
+        if translation.exact or not translation.missing_before:
+            return translation
+        return replace(translation, exact=True, missing_before=0)
+    if replicated_record is None:
+        return translation
+    return Translation(committed, replicated_record, True, translation.replayed_until)
