@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.fixtures.compaction",
     "tests.fixtures.relay",
     "tests.fixtures.restore",
+    "tests.fixtures.secured",
 ]
 
 

@@ -37,7 +37,7 @@ from infra.local_config import (
 )
 from infra.security import BROKER_USER, SERVICE_USERS
 from replicator.core.kafka.acls import describe_binding, describe_bindings
-from tests.security.test_secured_stack import SecuredStack
+from tests.fixtures.secured import SecuredStack
 
 pytestmark = pytest.mark.integration
 

@@ -5,7 +5,7 @@ transaction times out or is fenced, every source offset arrives once and in orde
 throttle shows in ``replicator_ingress_throttled_seconds`` while it runs, and ``replicator
 status`` says ingress is throttled.
 
-Its own secured stack (the fixture of tests/security/test_secured_stack.py).
+Its own secured stack (the ``secured`` fixture of tests/fixtures/secured.py).
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from replicator.core.segments.descriptor import describe
 from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 from tests.fixtures.records import plain
-from tests.security import test_secured_stack
-from tests.security.test_secured_stack import (
+from tests.fixtures.secured import (
     INGRESS_COPY,
     PARTITIONS,
     TOPIC,
@@ -43,9 +42,6 @@ from tests.security.test_secured_stack import (
 )
 
 pytestmark = pytest.mark.integration
-
-secured = test_secured_stack.secured
-"""This module's own secured stack (a module-scoped fixture)."""
 
 QUOTA_SOURCE = "payments"
 QUOTA_COPY = "payments.replayed"

@@ -10,14 +10,9 @@ in order on it.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -26,36 +21,35 @@ from confluent_kafka.admin import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
-    AdminClient,
     NewTopic,
     ResourcePatternType,
     ResourceType,
 )
 
 from infra.acls import acl_bindings, apply_acls, read_acl_table
-from infra.drill import read_partition
 from infra.local_config import (
     DESTINATION_REGION,
     SOURCE_REGION,
-    local_regions,
-    running_stack,
-    security_material,
 )
-from infra.security import BROKER_USER, PASSWORD_ENV, SERVICE_USERS, SecurityMaterial, make_ca
-from replicator.core.config import Config
+from infra.security import PASSWORD_ENV, SERVICE_USERS, make_ca
 from replicator.core.kafka.checkpoints import Checkpoint, WriteTarget, checkpoint_partition
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.segments.descriptor import describe
 from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 from tests.fixtures.records import plain
+from tests.fixtures.secured import (
+    INGRESS_COPY,
+    PARTITIONS,
+    RELAY_COPY,
+    RESTORED_COPY,
+    TOPIC,
+    SecuredStack,
+    records,
+)
 
 pytestmark = pytest.mark.integration
 
-TOPIC = "orders"
-INGRESS_COPY = "orders.replayed"
-RELAY_COPY = "orders.relayed"
-RESTORED_COPY = "orders.restored"
 DENIED_SOURCE = "audit"
 """Relayed into :data:`DENIED_COPY`, on which the relay's user is denied everything."""
 DENIED_COPY = "audit.relayed"
@@ -66,113 +60,7 @@ JOURNAL = "journal"
 """Its segments are placed in the destination's bucket by the test (as replication
 would); replayed into :data:`JOURNAL_COPY`, whose WRITE ACL is revoked while ingress runs."""
 JOURNAL_COPY = "journal.replayed"
-PARTITIONS = 2
 RECORDS = 200
-
-
-def jobs(root: Path) -> str:
-    return f"""
-[egress]
-region = "{SOURCE_REGION}"
-checkpoint_location = "{root / "egress-checkpoint"}"
-state_dir = "{root / "egress-state"}"
-trigger_interval = "250ms"
-
-[egress.topics."{TOPIC}"]
-max_segment_messages = 60
-
-[ingress]
-region = "{DESTINATION_REGION}"
-relist_interval = "1s"
-segment_events_partitions = 2
-
-[[ingress.sources]]
-region = "{SOURCE_REGION}"
-topic = "{TOPIC}"
-destination_topic = "{INGRESS_COPY}"
-first_segment_delay = "0s"
-
-[relay]
-sources = ["{SOURCE_REGION}"]
-destination = "{DESTINATION_REGION}"
-health_check_interval = "300ms"
-
-[[relay.topics]]
-source_topic = "{TOPIC}"
-destination_topic = "{RELAY_COPY}"
-"""
-
-
-@dataclass
-class SecuredStack:
-    config: Config
-    path: Path
-    root: Path
-    material: SecurityMaterial
-
-    def admin_settings(self, region: str) -> dict[str, Any]:
-        return {
-            "bootstrap.servers": self.config.region(region).kafka.bootstrap_servers,
-            **self.material.client_settings(BROKER_USER),
-        }
-
-    def admin(self, region: str) -> AdminClient:
-        return AdminClient(self.admin_settings(region))
-
-    def start(
-        self, service: str, *args: str, config: Path | None = None
-    ) -> tuple[subprocess.Popen[bytes], Path]:
-        """``replicator <args> --config ...`` as ``service``'s user, in the background,
-        logging to a file of its own (returned)."""
-        log = self.root / f"{service}.log"
-        with log.open("wb") as sink:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "replicator", *args, "--config", str(config or self.path)],
-                env={**os.environ, **self.material.service_env(service)},
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-            )
-        return process, log
-
-    def run(
-        self,
-        service: str,
-        *args: str,
-        env: dict[str, str] | None = None,
-        config: Path | None = None,
-        timeout: float = 300,
-    ) -> subprocess.CompletedProcess[str]:
-        """``replicator <args> --config ...`` as ``service``'s user (``env`` overrides)."""
-        argv = [sys.executable, "-m", "replicator", *args, "--config", str(config or self.path)]
-        return subprocess.run(
-            argv,
-            env={**os.environ, **self.material.service_env(service), **(env or {})},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-
-
-@pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredStack]:
-    root = tmp_path_factory.mktemp("secured")
-    material = security_material(root / "stack")
-    toml = local_regions("secured", ca_location=material.ca_file) + jobs(root)
-    path = root / "replicator.toml"
-    with running_stack(path, toml, root / "stack", secured=True) as config:
-        stack = SecuredStack(config, path, root, material)
-        rows = read_acl_table()
-        users = dict(SERVICE_USERS)
-        relay_user = {"relay": users.pop("relay")}
-        restore_user = {"restore": users.pop("restore")}
-        bindings = (
-            acl_bindings(rows, users, {TOPIC: INGRESS_COPY})
-            + acl_bindings(rows, relay_user, {TOPIC: RELAY_COPY})
-            + acl_bindings(rows, restore_user, {TOPIC: RESTORED_COPY})
-        )
-        for region in (SOURCE_REGION, DESTINATION_REGION):
-            apply_acls(stack.admin(region), bindings)
-        yield stack
 
 
 def produce(stack: SecuredStack, topic: str, count: int) -> None:
@@ -182,15 +70,6 @@ def produce(stack: SecuredStack, topic: str, count: int) -> None:
     for i in range(count):
         producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % PARTITIONS)
     assert producer.flush(30) == 0
-
-
-def records(stack: SecuredStack, region: str, topic: str) -> list[list[tuple[bytes, bytes]]]:
-    """Key and value of every record of each partition, read_committed."""
-    settings = stack.admin_settings(region)
-    return [
-        [(r[1] or b"", r[2] or b"") for r in read_partition(settings, topic, p)]
-        for p in range(PARTITIONS)
-    ]
 
 
 def wait_for_replication(stack: SecuredStack, timeout: float = 60) -> None:
