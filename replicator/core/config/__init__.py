@@ -20,7 +20,6 @@ processes without the file (Spark's) get the reference and resolve it themselves
 from __future__ import annotations
 
 import datetime
-import ipaddress
 import logging
 import math
 import os
@@ -36,7 +35,6 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PositiveInt,
     PrivateAttr,
@@ -46,14 +44,25 @@ from pydantic import (
     model_validator,
 )
 
+from replicator.core.config._common import (
+    AS_DURATION,
+    AS_SIZE,
+    Duration,
+    RegionName,
+    Size,
+    TopicName,
+    _Model,
+    key_path,
+)
+from replicator.core.config._common import _host as _host
+from replicator.core.config._common import _regex as _regex
 from replicator.core.errors import ConfigError
-from replicator.core.segments.key import check_region_name, check_topic_name
+from replicator.core.segments.key import check_topic_name
 from replicator.core.segments.signing import (
     ed25519_private_key,
     ed25519_public_key,
     public_key_of,
 )
-from replicator.core.units import parse_duration, parse_size
 
 log = logging.getLogger(__name__)
 
@@ -125,14 +134,6 @@ MIN_SIGNING_KEY_CHARS = 32
 _ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-def _duration(value: Any) -> Any:
-    return parse_duration(value) if isinstance(value, str) else value
-
-
-def _size(value: Any) -> Any:
-    return parse_size(value) if isinstance(value, (str, int)) else value
-
-
 def _cron(value: str) -> str:
     # Imported here: every Spark Python worker imports this module; few check a schedule.
     from croniter import croniter
@@ -146,25 +147,9 @@ def _cron(value: str) -> str:
     return value
 
 
-AS_DURATION = BeforeValidator(_duration, json_schema_input_type=str | float)
-AS_SIZE = BeforeValidator(_size, json_schema_input_type=str | int)
-"""Durations and sizes are written as text ("5m", "4GiB") or numbers (seconds, bytes):
-what the JSON Schema of the file accepts too."""
-Duration = Annotated[float, AS_DURATION, Field(ge=0)]
-"""Seconds, written in the file as e.g. "250ms", "5m" or "7d"."""
-Size = Annotated[int, AS_SIZE, Field(ge=0)]
-"""Bytes, written in the file as e.g. "64KiB" or "4GiB" (a plain integer is bytes)."""
-TopicName = Annotated[str, AfterValidator(check_topic_name)]
 RESTORE_CHECKPOINT_TOPIC = "replicator.checkpoint.restore"
 """Restore's checkpoint topic (restore has no section of its own): each service writes
 checkpoints into a topic of its own, which only its user may write."""
-RegionName = Annotated[str, AfterValidator(check_region_name)]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
 RAW_SECRET_PROPERTIES = frozenset(
     {
         # librdkafka's sensitive properties (_RK_SENSITIVE in rdkafka_conf.c, which its
@@ -497,26 +482,6 @@ class EgressTopicOverrides(_Model):
     """This topic's ``max_segment_bytes`` (default: ``[egress.defaults]``)."""
     max_segment_age: Duration | None = None
     """This topic's ``max_segment_age`` (default: ``[egress.defaults]``)."""
-
-
-def _host(value: str) -> str:
-    """An IP address or a host name to bind to."""
-    try:
-        ipaddress.ip_address(value)
-        return value
-    except ValueError:
-        pass
-    if not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?", value):
-        raise ValueError(f"{value!r} is neither an IP address nor a host name")
-    return value
-
-
-def _regex(value: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
-    return value
 
 
 class EgressConfig(_Model):
@@ -1370,21 +1335,6 @@ def _is_union_tag(part: Any) -> bool:
     # pydantic adds the member type (e.g. 'str', 'function-after[...]') to locations
     # inside unions; they mean nothing to a user.
     return isinstance(part, str) and (part in {"str", "int", "float", "bool"} or "[" in part)
-
-
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def key_path(parts: tuple[str | int, ...]) -> str:
-    """Render a location as TOML would write it: ``egress.topics."sensor.events".max_age``."""
-    out = ""
-    for part in parts:
-        if isinstance(part, int):
-            out += f"[{part}]"
-            continue
-        piece = part if _BARE_KEY.match(part) else '"' + part.replace('"', '\\"') + '"'
-        out = f"{out}.{piece}" if out else piece
-    return out
 
 
 def _check_references(config: Config) -> list[tuple[str, str]]:
