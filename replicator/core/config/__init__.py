@@ -68,6 +68,7 @@ from replicator.core.config.kafka import (
     librdkafka_bool,
     librdkafka_name,
 )
+from replicator.core.config.regions import RegionConfig
 from replicator.core.config.secrets import (
     UnsetSecret,
     _at,
@@ -169,20 +170,6 @@ def _cron(value: str) -> str:
 RESTORE_CHECKPOINT_TOPIC = "replicator.checkpoint.restore"
 """Restore's checkpoint topic (restore has no section of its own): each service writes
 checkpoints into a topic of its own, which only its user may write."""
-
-
-class RegionConfig(_Model):
-    """A named cluster, and the bucket (and queue) of its region. A cluster that only a
-    relay reads or writes may be named with Kafka settings alone."""
-
-    bucket: str | None = Field(default=None, min_length=3, max_length=63)
-    """The region's S3 bucket of segments (a relay-only cluster has none)."""
-    kafka: KafkaConfig
-    """How to reach the region's Kafka cluster."""
-    sqs_queue: str | None = None
-    """Queue receiving this region's bucket notifications (needed where ingress runs)."""
-    aws_region: str | None = None
-    """AWS region of the bucket and queue; defaults to the region's name."""
 
 
 StorageClass = Literal[
