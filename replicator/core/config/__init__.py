@@ -101,6 +101,7 @@ from replicator.core.config.secrets import (
     has_env_reference,
     secret_paths,
 )
+from replicator.core.config.spark import SparkConfig
 from replicator.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -169,29 +170,6 @@ __all__ = [
 RESTORE_CHECKPOINT_TOPIC = "replicator.checkpoint.restore"
 """Restore's checkpoint topic (restore has no section of its own): each service writes
 checkpoints into a topic of its own, which only its user may write."""
-
-
-class SparkConfig(_Model):
-    """How Spark jobs (egress, compaction, restore) reach executors on a cluster; ignored
-    with a ``local`` master, whose executors are the driver's own processes."""
-
-    ship_environment: bool = True
-    """Pack this project and its Python dependencies (as installed beside the driver) into
-    an archive, cached by content, that executors unpack and import from
-    (``spark.archives``). Set false when the executors already have them at the same
-    versions (a container image shared by driver and executors)."""
-    executor_python: str | None = None
-    """The executors' Python. Default: ``python3.<minor>`` of the driver when the
-    environment is shipped (the same minor version is required: compiled dependencies
-    and PySpark itself refuse another); the driver's own interpreter path otherwise (an
-    image shared with the driver)."""
-    environment_cache: str | None = None
-    """Where packed environments are kept, named by their content's hash; with a local
-    master, also the Spark home whose Python workers import the installed PySpark rather
-    than its zip (they start faster; without a writable cache they use the zip); and the
-    Spark driver JVM's class archive that ``replicator spark-archive`` records (sessions
-    start in about half the time; without it they start as before). Default:
-    ``$XDG_CACHE_HOME/replicator/spark-environments`` (``~/.cache/…``)."""
 
 
 class Config(_Model):
