@@ -85,6 +85,7 @@ from replicator.core.config.kafka import (
 )
 from replicator.core.config.regions import RegionConfig
 from replicator.core.config.relay import RelayConfig, RelayTopic
+from replicator.core.config.restore import RESTORE_CHECKPOINT_TOPIC
 from replicator.core.config.s3 import (
     MAX_PART_SIZE,
     MIN_PART_SIZE,
@@ -165,11 +166,6 @@ __all__ = [
     "secret_text",
     "validation_problems",
 ]
-
-
-RESTORE_CHECKPOINT_TOPIC = "replicator.checkpoint.restore"
-"""Restore's checkpoint topic (restore has no section of its own): each service writes
-checkpoints into a topic of its own, which only its user may write."""
 
 
 class Config(_Model):
