@@ -15,6 +15,16 @@ secret is used (:class:`UnsetSecret`), so that each process needs only the secre
 uses. Secret fields are :class:`pydantic.SecretStr` and never appear in reprs, logs or
 error messages. Every value written with a reference is remembered as written:
 processes without the file (Spark's) get the reference and resolve it themselves.
+
+Each section's model is in a module named after the section, the way each connector of
+MirrorMaker 2 has a config class of its own: :mod:`.s3`, :mod:`.regions` and
+:mod:`.kafka` (a region's cluster and the raw librdkafka properties it may pass),
+:mod:`.egress`, :mod:`.ingress`, :mod:`.relay`, :mod:`.compaction`, :mod:`.spark`,
+:mod:`.filters`, :mod:`.restore`; the root model and :func:`required` in :mod:`.model`;
+shared types and key paths in :mod:`._common`; ``${NAME}`` expansion in
+:mod:`.secrets`, where references are allowed in :mod:`.references`; reading and
+validating the file in :mod:`.loader`. Import from this package: every public name is
+re-exported here (``__all__``).
 """
 
 from __future__ import annotations
