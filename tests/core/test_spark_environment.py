@@ -42,7 +42,11 @@ def test_the_closure_holds_the_runtime_dependencies_and_not_what_spark_brings():
 
 def test_the_project_is_packed_from_its_sources():
     paths = {f.archive_path for f in project_files()}
-    assert {"egress/segment_sink.py", "compaction/merge.py", "replicator/core/config.py"} <= paths
+    assert {
+        "egress/segment_sink.py",
+        "compaction/merge.py",
+        "replicator/core/config/__init__.py",
+    } <= paths
     assert not any(p.startswith(("infra/", "tests/")) or "__pycache__" in p for p in paths)
 
 
