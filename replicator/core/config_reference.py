@@ -25,7 +25,7 @@ from replicator.core.config import AS_DURATION, AS_SIZE, Config
 
 HEADER = """# Configuration reference
 
-Generated from the config model (`replicator/core/config.py`) by
+Generated from the config model (the `replicator/core/config/` package, a module per section) by
 `python -m replicator.core.config_reference --write docs/configuration.md`; do not edit by
 hand. `replicator config schema` prints the same as a JSON Schema, and `replicator config
 check --config FILE` validates a file and shows what each service would use.
