@@ -6,7 +6,7 @@ silently, whatever ``on_data_loss`` says.
 The topic descriptor records the broker's topic id of the generation whose segments are
 in the bucket. Egress compares it with the topic's id now, at start and every
 ``descriptor_interval``: another id is a new generation. That topic's export stops with an
-ERROR that says how to continue (docs/operations.md, "Egress"); the other topics go on. Brokers that
+ERROR that says how to continue (docs/operations/egress.md); the other topics go on. Brokers that
 report no topic id leave this check out. Where the deployment signs, a descriptor not
 signed by it is not egress's own and its topic id is ignored, like an unusable one's.
 
@@ -102,8 +102,8 @@ class TopicGenerations:
             "topic %s was deleted and created again: the bucket holds segments of topic id "
             "%s, the topic now has id %s and its offsets started over. Its export is "
             "stopped (the other topics go on); to export the new topic, move its old "
-            "segments out of %s/%s/%s/ and clear the egress checkpoint (see docs/operations.md, "
-            "'A topic deleted and created again')",
+            "segments out of %s/%s/%s/ and clear the egress checkpoint (see "
+            "docs/operations/egress.md, 'A topic deleted and created again')",
             topic,
             self._recorded.get(topic),
             self.current.get(topic),

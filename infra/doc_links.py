@@ -38,7 +38,7 @@ def broken_links(document: Path) -> list[str]:
 
 
 def main() -> int:
-    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
     problems = [p for d in documents for p in broken_links(d)]
     for problem in problems:
         sys.stderr.write(problem + "\n")

@@ -890,7 +890,7 @@ Where to look next:
   this drill's logs       {root}/logs/  (egress.log, ingress-1.log, ingress-2.log, compaction.log)
   this drill's config     {root}/demo.toml
   your own stack          make stack-up, then replicator egress|ingress --config config.example.toml
-  where partitions stand  replicator status --config FILE  (docs/operations.md: "Status")
+  where partitions stand  replicator status --config FILE  (docs/operations/status.md)
   metrics                 docs/metrics.md; egress and ingress serve /metrics on metrics_port
 """
 

@@ -31,7 +31,7 @@ run again finishes with nothing twice:
 
 The tail stays in the old topic's log, before the failback point: groups are translated
 past it, and the archive lets operators replay it where they decide. See
-docs/operations.md, "Failing back".
+docs/operations/failback.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""docs/operations.md's "Querying the archive" works as written: its DuckDB SQL against a copy of a
+"""docs/operations/restore.md's "Querying the archive" works as written: its DuckDB SQL
+against a copy of a
 bucket's layout (the httpfs extension it loads first is a download, so the S3 part is the
 only part replaced), and its Python against the local S3 endpoint. A compaction in
 progress (a level-1 segment beside the level-0 ones it covers) and the topic's JSON
@@ -16,7 +17,7 @@ from replicator.core.segments.format import SCHEMA
 from replicator.core.segments.key import SegmentKey
 from tests.fixtures.stack import SOURCE
 
-OPERATIONS = Path(__file__).parent.parent / "docs" / "operations.md"
+OPERATIONS = Path(__file__).parent.parent / "docs" / "operations" / "restore.md"
 BUCKET, TOPIC = "replicator-us-east-1", "orders.placed"
 PER_SEGMENT = 1000
 
@@ -110,7 +111,7 @@ def test_the_readme_python_reads_straight_from_s3(local_stack, unique):
     ).replace(f'"{BUCKET}/', f'"{bucket}/')
     assert local != code
     namespace: dict[str, object] = {}
-    exec(compile(local, "docs/operations.md", "exec"), namespace)
+    exec(compile(local, "docs/operations/restore.md", "exec"), namespace)
     rows = namespace["rows"]
     assert isinstance(rows, list)
     assert [r[0] for r in rows] == list(range(1000, 2000))

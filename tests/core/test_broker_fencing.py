@@ -3,7 +3,8 @@ freeze defence: a new writer of the same destination partition fences the old on
 ``init_transactions`` bumps the producer epoch and aborts the old writer's open
 transaction), and everything the old writer does after that is refused by the broker.
 
-These are the broker's half of the "How exactly-once is achieved" (docs/operations.md); the freeze
+These are the broker's half of the "How exactly-once is achieved" (docs/operations/ingress.md);
+the freeze
 watch (:mod:`replicator.core.freezes`) is the other half and is not given to any writer
 here."""
 

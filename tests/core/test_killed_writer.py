@@ -8,8 +8,8 @@ way the successor resumes exactly after the last committed record.
 
 The recovery times are printed (``-s``) and bounded loosely: they measure the broker, and
 the services' ``transaction_timeout`` (60 s by default) is the longest a partition's
-readers wait behind a killed writer that nobody replaces (docs/operations.md, "How exactly-once is
-achieved")."""
+readers wait behind a killed writer that nobody replaces (docs/operations/ingress.md, "How
+exactly-once is achieved")."""
 
 from __future__ import annotations
 

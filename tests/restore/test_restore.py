@@ -315,7 +315,8 @@ def test_a_restore_beside_ingress_is_refused_and_append_waits_for_ingress_to_sto
     writer.commit(5)
     writer.close()
 
-    # The refusal docs/operations.md describes, with restore's defaults (the same topic name).
+    # The refusal docs/operations/restore.md describes, with restore's defaults (the same
+    # topic name).
     with pytest.raises(RestoreError, match=r"that no restore of .* wrote, written by ingress"):
         store.restore(spark, store.topic)
 

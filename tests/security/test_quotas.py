@@ -1,5 +1,5 @@
 """Ingress under the broker's own quota: a ``producer_byte_rate`` on ingress's user in the
-destination cluster (set as docs/operations.md shows, with Kafka's ``kafka-configs``
+destination cluster (set as docs/operations/throttling.md shows, with Kafka's ``kafka-configs``
 tool as the administrator) holds its replay back, and it stays exactly once: no
 transaction times out or is fenced, every source offset arrives once and in order, the
 throttle shows in ``replicator_ingress_throttled_seconds`` while it runs, and ``replicator
@@ -54,7 +54,7 @@ VALUE_BYTES = 1024
 broker measures a rate over its quota window (11 one-second samples by default), so it
 throttles only what is more than the window's worth of the quota."""
 TRANSACTION_TIMEOUT = 30
-"""By docs/operations.md's guidance: a transaction holds at most a row group (here a
+"""By docs/operations/throttling.md's guidance: a transaction holds at most a row group (here a
 150 KiB segment), two writers share the quota: 3 s at the quota, well within."""
 
 

@@ -119,7 +119,7 @@ class IngressConfig(_Model):
     """The compacted topic of ingress's checkpoints: its own, which only ingress's user
     may write (a checkpoint is where ingress resumes). The default was
     ``replicator.checkpoint`` before checkpoint topics were per service: see
-    docs/operations.md, upgrading."""
+    docs/operations/deploying.md, upgrading."""
     checkpoint_partitions: PositiveInt = 8
     """Partitions of ``checkpoint_topic`` (must not change once created)."""
     group_id: str = Field(default="replicator-ingress", min_length=1)

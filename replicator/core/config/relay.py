@@ -59,7 +59,7 @@ class RelayConfig(_Model):
     checkpoint_topic: TopicName = "replicator.checkpoint.relay"
     """The compacted topic of the relay's checkpoints (and its identity): its own, which
     only the relay's user may write. The default was ``replicator.checkpoint`` before
-    checkpoint topics were per service: see docs/operations.md, upgrading."""
+    checkpoint topics were per service: see docs/operations/deploying.md, upgrading."""
     checkpoint_partitions: PositiveInt = 8
     """Partitions of ``checkpoint_topic`` (must not change once created)."""
     assignment_topic: TopicName = "replicator.relay.assignments"

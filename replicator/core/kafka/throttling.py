@@ -3,7 +3,7 @@ the client.
 
 Why: the project bounds what ingress, the relay and restore write into a live cluster with
 the broker's own quotas (``producer_byte_rate`` on each service's user, see
-docs/operations.md), not a limiter of its own. A broker over a client's quota answers its
+docs/operations/throttling.md), not a limiter of its own. A broker over a client's quota answers its
 produce requests with a throttle time and mutes the connection for that long (KIP-219);
 librdkafka reports each throttle time through ``throttle_cb``, served by the producer's
 ``poll`` and ``flush``. Every exactly-once writer (:mod:`replicator.core.kafka.writer`)
