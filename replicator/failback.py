@@ -343,7 +343,7 @@ class FailbackReport:
     new_region: str
     partitions: list[PartitionFailback]
     reversed_config: str
-    origin: str = ""
+    origin: str
     """The name the forward direction gives the old region's offsets (see
     :class:`ForwardRegions`): the tail's archive is written under it."""
     groups: FailoverReport | None = None
