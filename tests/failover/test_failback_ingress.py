@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from egress.job import EgressJob
 from ingress.service import IngressService
@@ -62,12 +62,32 @@ def _produce(bootstrap: str, topic: str, label: str, count: int) -> None:
     assert producer.flush(30) == 0
 
 
+COORDINATOR_NOT_YET = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+}
+"""Commit errors of a broker started a moment ago (its offsets topic still being created
+or loaded): the commit is tried again."""
+
+
 def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """``group`` read up to ``offsets`` (the next record of each partition), committed as
+    a consumer does."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    deadline = time.monotonic() + 30
     try:
-        consumer.commit(
-            offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
-        )
+        while True:
+            try:
+                consumer.commit(
+                    offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                    asynchronous=False,
+                )
+                return
+            except KafkaException as exc:
+                if exc.args[0].code() not in COORDINATOR_NOT_YET or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
     finally:
         consumer.close()
 
