@@ -247,7 +247,7 @@ def _failback(args: argparse.Namespace) -> int:
 
     config = _load(args)
     text = Path(args.config).read_text(encoding="utf-8")
-    report = plan(config, text)
+    report = plan(config, text, args.old_region)
     if args.write_config:
         write_reversed_config(report, Path(args.write_config))
     if args.apply:
@@ -519,6 +519,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     failback.add_argument(
         "--write-config", help="write the reversed direction's config (TOML) to this file"
+    )
+    failback.add_argument(
+        "--old-region",
+        help="the forward source region that comes back (default: the one the forward "
+        "provenance names: the relay's origin, or ingress's only source region)",
     )
     failback.add_argument(
         "--apply",

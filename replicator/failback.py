@@ -2,8 +2,10 @@
 with every record accounted for.
 
 Run with the config of the forward direction (the one ``replicator failover`` used: a
-``[relay]`` or an ``[ingress]`` writing the old region's topics into the new region) once
-the old region answers again. Per replicated partition it reports the *divergent tail*:
+``[relay]``, or an ``[ingress]`` fed by egress through S3, writing the old region's
+topics into the new region) once the old region answers again. The old region is the
+forward source whose offsets provenance names (:func:`forward_regions`), by name, never
+by position. Per replicated partition it reports the *divergent tail*:
 the old region's records after the last one the new region holds (offsets, count, first
 and last timestamps), and the *reversed config*: a ``[relay]`` from the new region back
 into the old region's own topics, which ``replicator config check`` accepts.
@@ -39,7 +41,7 @@ from __future__ import annotations
 import logging
 import os
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,6 +93,63 @@ class FailbackError(ReplicatorError):
 
 
 # -- pure ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ForwardRegions:
+    """The forward direction a failback reverses."""
+
+    old: str
+    """The old source region: where the tail is read and archived, and where the
+    reversed replication writes."""
+    new: str
+    """The region failed over to."""
+    origin: str
+    """The name the forward provenance and checkpoints give the old region's offsets (a
+    relay's ``origin``, an ingress source's region)."""
+    forward: Mapping[str, Any]
+    """The forward ``[relay]`` as raw values ({} for ingress)."""
+
+
+def choose_old_region(
+    sources: Sequence[str], origin: str | None, chosen: str | None, where: str
+) -> str:
+    """The old region among the forward direction's ``sources`` (region names; ``where``
+    says where the config lists them): ``chosen`` (``--old-region``) when given, which
+    must be one of them; else the one named ``origin``, whose offsets the forward
+    provenance names; else the only one. Several, none of them ``origin``: the operator
+    names it. Pure."""
+    names = list(dict.fromkeys(sources))
+    if chosen is not None:
+        if chosen not in names:
+            raise FailbackError(
+                f"--old-region {chosen!r} is not one of {where} ({', '.join(names)})"
+            )
+        return chosen
+    if origin in names:
+        return origin
+    if len(names) == 1:
+        return names[0]
+    named_by = f", and none of them is the origin {origin!r}" if origin else ""
+    raise FailbackError(
+        f"{where} name {', '.join(names)}{named_by}: name the old region that comes back "
+        "with --old-region (one at a time)"
+    )
+
+
+def forward_regions(config: Config, chosen: str | None = None) -> ForwardRegions:
+    """The forward direction of ``config`` (its ``[relay]``, else its ``[ingress]``), the
+    old region chosen by name (:func:`choose_old_region`). Pure."""
+    if config.relay is not None:
+        relay = config.relay
+        old = choose_old_region(relay.sources, relay.origin, chosen, "relay.sources")
+        return ForwardRegions(
+            old, relay.destination, relay.origin, relay.model_dump(exclude_none=True)
+        )
+    ingress = required(config, "ingress")
+    regions = [source.region for source in ingress.sources]
+    old = choose_old_region(regions, None, chosen, "ingress.sources")
+    return ForwardRegions(old, ingress.region, old, {})
 
 
 @dataclass(frozen=True)
@@ -284,6 +343,9 @@ class FailbackReport:
     new_region: str
     partitions: list[PartitionFailback]
     reversed_config: str
+    origin: str
+    """The name the forward direction gives the old region's offsets (see
+    :class:`ForwardRegions`): the tail's archive is written under it."""
     groups: FailoverReport | None = None
     applied: bool = False
     relay_exit: int | None = None
@@ -299,24 +361,11 @@ class FailbackReport:
         )
 
 
-def _forward_region_names(config: Config) -> tuple[str, str, Mapping[str, Any]]:
-    """(old region, new region, the forward [relay] raw section or {})."""
-    if config.relay is not None:
-        relay = config.relay
-        return relay.sources[0], relay.destination, relay.model_dump(exclude_none=True)
-    ingress = required(config, "ingress")
-    regions = {s.region for s in ingress.sources}
-    if len(regions) != 1:
-        raise FailbackError(
-            f"[ingress] sources name regions {', '.join(sorted(regions))}: fail back one "
-            "old region at a time (a config whose sources name it alone)"
-        )
-    return regions.pop(), ingress.region, {}
-
-
-def plan(config: Config, original_text: str) -> FailbackReport:
-    """What a failback would do: the tail of every partition and the reversed config."""
-    old_region, new_region, forward = _forward_region_names(config)
+def plan(config: Config, original_text: str, old_region: str | None = None) -> FailbackReport:
+    """What a failback would do: the tail of every partition of the old region (named by
+    ``old_region``, else chosen by :func:`forward_regions`) and the reversed config."""
+    regions = forward_regions(config, old_region)
+    old_region, new_region = regions.old, regions.new
     forward_report = collect(config, with_groups=False)
     new_kafka = client_config(config.region(new_region).kafka)
     old_kafka = client_config(config.region(old_region).kafka)
@@ -326,6 +375,8 @@ def plan(config: Config, original_text: str) -> FailbackReport:
     problems = list(forward_report.unreachable)
     for readiness in forward_report.partitions:
         target = readiness.target
+        if target.source.origin != regions.origin:
+            continue  # another old region's (ingress from several): not this failback's
         if not target.same_partition:
             problems.append(
                 f"{target.source}: merged into {target} (no offset translation): not failed back"
@@ -338,9 +389,11 @@ def plan(config: Config, original_text: str) -> FailbackReport:
         except ReplicatorError as exc:
             row.problem = str(exc)
         rows.append(row)
-    relay = reversed_relay(forward, old_region, new_region, topics)
+    relay = reversed_relay(regions.forward, old_region, new_region, topics)
     text = reversed_config_text(original_text, relay)
-    return FailbackReport(old_region, new_region, rows, text, problems=problems)
+    return FailbackReport(
+        old_region, new_region, rows, text, origin=regions.origin, problems=problems
+    )
 
 
 def _forward_checkpoints(config: Config, kafka: dict[str, Any]) -> CheckpointStore:
@@ -430,7 +483,7 @@ def _archive_tails(config: Config, report: FailbackReport, rows: list[PartitionF
     kafka = client_config(region.kafka)
     counts: dict[str, int] = {}
     starts: dict[str, dict[int, int]] = {}
-    origin = report.partitions[0].forward.source.origin
+    origin = report.origin
     for row in rows:
         topic, partition = row.forward.source.topic, row.forward.source.partition
         assert row.tail is not None

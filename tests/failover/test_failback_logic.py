@@ -10,11 +10,14 @@ from pathlib import Path
 import pytest
 
 from replicator.config_check import check
+from replicator.core.config import Config, parse_config
 from replicator.core.groups.translation import Translation, translated_back
 from replicator.core.segments.key import SegmentKey
 from replicator.failback import (
+    FailbackError,
     Tail,
     divergent_tail,
+    forward_regions,
     lost_in_old_region,
     reversed_config_text,
     reversed_relay,
@@ -135,3 +138,74 @@ def test_an_old_region_that_lost_what_was_replicated_is_refused_by_name():
     assert lost_in_old_region(0, None, EAST) is None
     problem = lost_in_old_region(40, 50, EAST)
     assert problem is not None and EAST in problem and "40" in problem and "50" in problem
+
+
+def _forward_config(section: str) -> Config:
+    """A forward config of regions east-a, east-b (old, with buckets) and west (new) and
+    the services ``section`` names. Nothing is reached."""
+    regions = "".join(
+        f'[regions.{name}]\nbucket = "{name}-bucket"\nsqs_queue = "q"\n'
+        f'kafka.bootstrap_servers = "127.0.0.1:{port}"\n'
+        for name, port in (("east-a", 1), ("east-b", 2), ("west", 3))
+    )
+    return parse_config(regions + section, "forward.toml", {})
+
+
+def _relay_section(sources: list[str], origin: str = "", mode: str = "failover") -> str:
+    names = ", ".join(f'"{s}"' for s in sources)
+    origin_line = f'origin = "{origin}"\n' if origin else ""
+    return (
+        f'[relay]\nmode = "{mode}"\nsources = [{names}]\ndestination = "west"\n{origin_line}'
+        '[[relay.topics]]\nsource_topic = "orders"\n'
+    )
+
+
+def test_the_old_region_of_a_relay_is_the_upstream_its_offsets_are_named_by():
+    # Preference reordered after east-a was the first upstream: the recorded origin
+    # stays east-a, and provenance names east-a's offsets.
+    config = _forward_config(_relay_section(["east-b", "east-a"], origin="east-a"))
+    regions = forward_regions(config)
+    assert (regions.old, regions.new, regions.origin) == ("east-a", "west", "east-a")
+    # The operator may name the other identical upstream: its offsets are the same.
+    assert forward_regions(config, "east-b").old == "east-b"
+
+
+def test_several_upstreams_none_named_by_the_origin_need_the_operator_to_choose():
+    # east-c, the first upstream once, was removed from the sources; its recorded name
+    # stays the origin.
+    config = _forward_config(_relay_section(["east-b", "east-a"], origin="east-c"))
+    with pytest.raises(FailbackError) as raised:
+        forward_regions(config)
+    assert "east-b, east-a" in str(raised.value) and "--old-region" in str(raised.value)
+    assert forward_regions(config, "east-a").old == "east-a"
+    assert forward_regions(config, "east-a").origin == "east-c"
+    single = _forward_config(_relay_section(["east-b"], origin="east-c", mode="single"))
+    assert forward_regions(single).old == "east-b"
+
+
+def test_a_chosen_old_region_that_is_no_forward_source_is_refused_by_name():
+    config = _forward_config(_relay_section(["east-a", "east-b"]))
+    with pytest.raises(FailbackError) as raised:
+        forward_regions(config, "west")
+    assert "'west'" in str(raised.value) and "relay.sources" in str(raised.value)
+
+
+def test_ingress_from_several_regions_fails_back_the_one_named():
+    section = (
+        '[ingress]\nregion = "west"\n'
+        '[[ingress.sources]]\nregion = "east-a"\ntopic = "orders"\n'
+        '[[ingress.sources]]\nregion = "east-b"\ntopic = "payments"\n'
+    )
+    config = _forward_config(section)
+    with pytest.raises(FailbackError) as raised:
+        forward_regions(config)
+    assert "east-a, east-b" in str(raised.value) and "--old-region" in str(raised.value)
+    regions = forward_regions(config, "east-b")
+    assert (regions.old, regions.new, regions.origin, regions.forward) == (
+        "east-b",
+        "west",
+        "east-b",
+        {},
+    )
+    with pytest.raises(FailbackError, match=r"ingress\.sources"):
+        forward_regions(config, "west")
