@@ -97,7 +97,9 @@ def compile_limit(home: Path = HOME) -> Path:
 
 def _ready(path: Path, marker: Path, what: str) -> Path:
     if not marker.exists():
-        raise StackError(f"{what} is not in {path}: run `make bench` (or `python -m bench.peers fetch`)")
+        raise StackError(
+            f"{what} is not in {path}: run `make bench` (or `python -m bench.peers fetch`)"
+        )
     return path
 
 

@@ -16,7 +16,9 @@
  * seconds, timed from the first fetch or GET to the last PUT or acknowledgement (set-up
  * excluded, as the baselines' barrier excludes theirs).
  *
- * Requests are unsigned: the local endpoint (moto) answers them without authentication.
+ * Requests are signed with AWS Signature Version 4 (--access-key, --secret-key,
+ * --region), the payload left unsigned (x-amz-content-sha256: UNSIGNED-PAYLOAD, as S3
+ * allows): the local endpoint (moto) refuses an anonymous GET of the objects it stored.
  * Compiled with javac against the local broker's kafka-clients jar (bench/peers.py).
  */
 
@@ -29,7 +31,11 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.security.MessageDigest;
 import java.time.Duration;
+import java.time.ZoneOffset;
+import java.time.ZonedDateTime;
+import java.time.format.DateTimeFormatter;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -42,6 +48,9 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.atomic.AtomicReference;
+
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -139,7 +148,7 @@ public final class CompiledLimit {
         long objectBytes = Long.parseLong(required(options, "object-bytes"));
         String prefix = required(options, "prefix");
         S3 s3 = new S3(required(options, "endpoint"), required(options, "bucket"),
-                Integer.parseInt(options.getOrDefault("in-flight", "4")));
+                Integer.parseInt(options.getOrDefault("in-flight", "4")), Signer.from(options));
         Properties config = new Properties();
         config.put("bootstrap.servers", required(options, "bootstrap"));
         config.put("enable.auto.commit", "false");
@@ -224,7 +233,7 @@ public final class CompiledLimit {
     private static void fromS3(Map<String, String> options) throws Exception {
         String topic = required(options, "into-topic");
         int ahead = Integer.parseInt(options.getOrDefault("in-flight", "4"));
-        S3 s3 = new S3(required(options, "endpoint"), required(options, "bucket"), ahead);
+        S3 s3 = new S3(required(options, "endpoint"), required(options, "bucket"), ahead, Signer.from(options));
         List<String[]> objects = new ArrayList<>();
         for (String line : Files.readAllLines(Path.of(required(options, "keys")), StandardCharsets.UTF_8)) {
             if (!line.isBlank()) {
@@ -301,13 +310,15 @@ public final class CompiledLimit {
     private static final class S3 {
         private final HttpClient http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
         private final String bucketUrl;
+        private final Signer signer;
         private final Semaphore slots;
         private final int inFlight;
         private final List<CompletableFuture<Void>> puts = new ArrayList<>();
         private final AtomicReference<String> failed = new AtomicReference<>();
 
-        S3(String endpoint, String bucket, int inFlight) {
+        S3(String endpoint, String bucket, int inFlight, Signer signer) {
             this.bucketUrl = endpoint.replaceAll("/+$", "") + "/" + bucket + "/";
+            this.signer = signer;
             this.inFlight = inFlight;
             this.slots = new Semaphore(inFlight);
         }
@@ -317,7 +328,8 @@ public final class CompiledLimit {
                 throw new IllegalStateException(failed.get());
             }
             slots.acquire();
-            HttpRequest request = HttpRequest.newBuilder(URI.create(bucketUrl + key))
+            URI uri = URI.create(bucketUrl + key);
+            HttpRequest request = signer.sign(HttpRequest.newBuilder(uri), "PUT", uri)
                     .header("Content-Type", "application/octet-stream")
                     .PUT(HttpRequest.BodyPublishers.ofByteArray(body))
                     .build();
@@ -342,7 +354,8 @@ public final class CompiledLimit {
         }
 
         CompletableFuture<byte[]> get(String key) {
-            HttpRequest request = HttpRequest.newBuilder(URI.create(bucketUrl + key)).GET().build();
+            URI uri = URI.create(bucketUrl + key);
+            HttpRequest request = signer.sign(HttpRequest.newBuilder(uri), "GET", uri).GET().build();
             return http.sendAsync(request, HttpResponse.BodyHandlers.ofByteArray()).thenApply(response -> {
                 if (response.statusCode() != 200) {
                     throw new IllegalStateException("GET " + key + ": HTTP " + response.statusCode() + " "
@@ -350,6 +363,70 @@ public final class CompiledLimit {
                 }
                 return response.body();
             });
+        }
+    }
+
+    /** AWS Signature Version 4 of a request without query or body hash (S3's UNSIGNED-PAYLOAD). */
+    private static final class Signer {
+        private static final DateTimeFormatter STAMP = DateTimeFormatter.ofPattern("yyyyMMdd'T'HHmmss'Z'");
+        private final String accessKey;
+        private final String secretKey;
+        private final String region;
+
+        Signer(String accessKey, String secretKey, String region) {
+            this.accessKey = accessKey;
+            this.secretKey = secretKey;
+            this.region = region;
+        }
+
+        static Signer from(Map<String, String> options) {
+            return new Signer(required(options, "access-key"), required(options, "secret-key"),
+                    required(options, "region"));
+        }
+
+        HttpRequest.Builder sign(HttpRequest.Builder request, String method, URI uri) {
+            String stamp = ZonedDateTime.now(ZoneOffset.UTC).format(STAMP);
+            String day = stamp.substring(0, 8);
+            String host = uri.getPort() < 0 ? uri.getHost() : uri.getHost() + ":" + uri.getPort();
+            String signed = "host;x-amz-content-sha256;x-amz-date";
+            String canonical = method + "\n" + uri.getRawPath() + "\n\n"
+                    + "host:" + host + "\nx-amz-content-sha256:UNSIGNED-PAYLOAD\nx-amz-date:" + stamp + "\n\n"
+                    + signed + "\nUNSIGNED-PAYLOAD";
+            String scope = day + "/" + region + "/s3/aws4_request";
+            String toSign = "AWS4-HMAC-SHA256\n" + stamp + "\n" + scope + "\n" + hex(sha256(canonical));
+            byte[] key = hmac(("AWS4" + secretKey).getBytes(StandardCharsets.UTF_8), day);
+            key = hmac(hmac(hmac(key, region), "s3"), "aws4_request");
+            String signature = hex(hmac(key, toSign));
+            return request.header("x-amz-date", stamp)
+                    .header("x-amz-content-sha256", "UNSIGNED-PAYLOAD")
+                    .header("Authorization", "AWS4-HMAC-SHA256 Credential=" + accessKey + "/" + scope
+                            + ", SignedHeaders=" + signed + ", Signature=" + signature);
+        }
+
+        private static byte[] hmac(byte[] key, String data) {
+            try {
+                Mac mac = Mac.getInstance("HmacSHA256");
+                mac.init(new SecretKeySpec(key, "HmacSHA256"));
+                return mac.doFinal(data.getBytes(StandardCharsets.UTF_8));
+            } catch (java.security.GeneralSecurityException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+
+        private static byte[] sha256(String data) {
+            try {
+                return MessageDigest.getInstance("SHA-256").digest(data.getBytes(StandardCharsets.UTF_8));
+            } catch (java.security.GeneralSecurityException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+
+        private static String hex(byte[] bytes) {
+            StringBuilder out = new StringBuilder(bytes.length * 2);
+            for (byte b : bytes) {
+                out.append(String.format("%02x", b));
+            }
+            return out.toString();
         }
     }
 }
