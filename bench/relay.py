@@ -177,7 +177,10 @@ def measure_latency(rate: int, seconds: float, hog: bool = False) -> dict[str, A
             tail.close()
             relay.stop()
     figures: dict[str, Any] = dict(lag_figures(tail.lags["bench"], rate, seconds)) | hogged
-    # The peer measured the same way, on a stack of its own started after this one.
+    # The clients of this stack go with it (see measure_throughput), before the peer's
+    # is measured the same way, on a stack of its own.
+    del tail, admin
+    gc.collect()
     figures["mirror_maker"] = mirror_maker.measure_latency(rate, seconds, hog)
     return figures
 
