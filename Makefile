@@ -9,6 +9,8 @@ CONFIG ?= config.example.toml
 # Maven Central once into the checkout; tests never download it.
 KAFKA_VERSION := $(shell sed -n 's/^KAFKA_VERSION = "\(.*\)"/\1/p' infra/broker.py)
 KAFKA := .kafka/$(KAFKA_VERSION)
+# The benchmark's peers (MirrorMaker 2, the compiled-client limit): bench/peers.py.
+PEERS := .bench-peers/$(KAFKA_VERSION)
 
 .PHONY: setup test unit lint demo failback-drill chaos fuzz bench bench-profile stack-up stack-down stack-status clean
 
@@ -102,8 +104,17 @@ fuzz: setup
 # once more under a CPU hog on one core (BENCH_ARGS=--no-hog leaves that pass out).
 REPEAT ?= 3
 BENCH_ARGS ?=
-bench: setup
+bench: setup $(PEERS)/.ready
 	$(BIN)/python -m bench.run --repeat $(REPEAT) $(BENCH_ARGS)
+
+# The benchmark's peers (bench/peers.py): MirrorMaker 2 at the broker's version, fetched
+# from Maven Central (bench/peers/pom.xml), and the compiled-client limit, compiled with
+# javac against the broker's kafka-clients; into .bench-peers/, never into .kafka/.
+$(PEERS)/.ready: bench/peers/pom.xml bench/java/CompiledLimit.java | $(VENV)/.installed $(KAFKA)/.fetched
+	@command -v mvn >/dev/null || { echo "Maven 3.8+ is required to fetch MirrorMaker 2 (mvn not found on PATH)"; exit 1; }
+	@command -v javac >/dev/null || { echo "A JDK 17+ is required to compile the client limit (javac not found on PATH)"; exit 1; }
+	$(BIN)/python -m bench.peers fetch
+	touch $@
 
 # Where a stage's time goes: py-spy samples of STAGE's processes during its product phase
 # (one run, no hog) into bench/results/profiles/STAGE.txt (collapsed stacks) and
@@ -123,4 +134,4 @@ stack-status: setup
 	$(BIN)/replicator stack status --config $(CONFIG)
 
 clean:
-	rm -rf $(VENV) .kafka .replicator .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .kafka .bench-peers .replicator .pytest_cache .mypy_cache .ruff_cache *.egg-info

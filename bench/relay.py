@@ -1,6 +1,7 @@
 """Relay: records/s next to a plain confluent-kafka consume-then-produce loop in one
 process (no transactions, no provenance header), and end-to-end latency at a steady rate
-with ``checkpoint_interval = "200ms"``.
+with ``checkpoint_interval = "200ms"``; each beside MirrorMaker 2 with exactly-once
+delivery (:mod:`bench.mirror_maker`), the relay's peer, measured in the same run.
 
 Usage: python -m bench.relay [--records N] [--partitions P] [--rate R] [--seconds S]
 Each measurement starts its own local stack. Throughput: the fixed workload relayed with
@@ -15,12 +16,14 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import resource
 import time
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench import mirror_maker
 from bench.latency import PARTITIONS as LATENCY_PARTITIONS
 from bench.latency import lag_figures, loaded, steady_load
 from bench.local_stack import bench_stack
@@ -110,23 +113,27 @@ class _TimedRelay(RelayService):
         return super()._start_worker(source)
 
 
-def measure_throughput(records: int, partitions: int) -> dict[str, float]:
-    with bench_stack(CONFIG, "relay") as (config, _root):
+def measure_throughput(records: int, partitions: int) -> dict[str, Any]:
+    with bench_stack(CONFIG, "relay") as (config, root):
         east = config.region("us-east-1").kafka.bootstrap_servers
         west = config.region("us-west-1").kafka.bootstrap_servers
         produce_workload(east, "bench", partitions, records)
         base_records, base_seconds = plain_relay(east, west, partitions)
         service = _TimedRelay(config, stop_at_end=True, handle_signals=False)
+        cpu = _cpu_seconds()
         started = time.perf_counter()
         with profiled("relay"):
             code = service.run()
         seconds = time.perf_counter() - started
+        cpu = _cpu_seconds() - cpu
         assert code == 0, "the relay run failed"
         working = seconds - ((service.first_worker or started) - started)
         # Its Kafka clients go before the brokers do: clients of a stopped broker keep
         # reconnecting and logging, which would disturb the benchmarks after this one.
         del service
         gc.collect()
+        # The peer on the same records and the same two clusters, after the relay.
+        peer = mirror_maker.measure_throughput(east, west, "bench", partitions, root / "mm2")
     return {
         "records": records,
         "partitions": partitions,
@@ -136,7 +143,16 @@ def measure_throughput(records: int, partitions: int) -> dict[str, float]:
         "baseline_records": base_records,
         "baseline_seconds": base_seconds,
         "baseline_records_per_s": base_records / base_seconds,
+        "relay_cpu_seconds": cpu,
+        "relay_cpu_seconds_per_million_records": cpu / records * 1e6,
+        "mirror_maker": peer,
     }
+
+
+def _cpu_seconds() -> float:
+    """User and system CPU seconds of this process so far (every thread's)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def measure_latency(rate: int, seconds: float, hog: bool = False) -> dict[str, Any]:
@@ -160,7 +176,13 @@ def measure_latency(rate: int, seconds: float, hog: bool = False) -> dict[str, A
         finally:
             tail.close()
             relay.stop()
-    return lag_figures(tail.lags["bench"], rate, seconds) | hogged
+    figures: dict[str, Any] = dict(lag_figures(tail.lags["bench"], rate, seconds)) | hogged
+    # The clients of this stack go with it (see measure_throughput), before the peer's
+    # is measured the same way, on a stack of its own.
+    del tail, admin
+    gc.collect()
+    figures["mirror_maker"] = mirror_maker.measure_latency(rate, seconds, hog)
+    return figures
 
 
 def main() -> None:

@@ -47,6 +47,7 @@ from typing import Any
 
 from bench import (
     compaction_throughput,
+    compiled_limit,
     egress_throughput,
     ingress_throughput,
     latency,
@@ -76,6 +77,8 @@ class Figure:
     """The target as the least ratio to the baseline (None: not a ratio target)."""
     most: float | None = None
     """The target as the most the figure may be (None: not a limit)."""
+    most_ratio: float | None = None
+    """The target as the most ratio to the baseline (None: not such a target)."""
 
     @property
     def ratio(self) -> float | None:
@@ -87,6 +90,13 @@ class Figure:
 def _ratio_figure(name: str, unit: str, project: float, baseline: float, least: float) -> Figure:
     met = project >= least * baseline
     return Figure(name, unit, project, baseline, f"ratio >= {least}", met, least_ratio=least)
+
+
+def _at_most_ratio_figure(
+    name: str, unit: str, project: float, baseline: float, most: float
+) -> Figure:
+    met = project <= most * baseline
+    return Figure(name, unit, project, baseline, f"ratio <= {most}", met, most_ratio=most)
 
 
 def _limit_figure(name: str, unit: str, value: float, most: float) -> Figure:
@@ -233,6 +243,9 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                 0.8,
             ),
         ]
+    if "relay" in raw and "mirror_maker" in raw["relay"]:
+        found += _mirror_maker_figures(raw["relay"])
+    found += _compiled_limit_figures(raw)
     for key, suffix in (("relay_latency", ""), ("relay_latency_hog", HOG)):
         if key in raw:
             found += _relay_latency_figures(raw[key], suffix)
@@ -255,10 +268,82 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
 
 def _relay_latency_figures(lat: dict[str, Any], suffix: str) -> list[Figure]:
     rate = f" at {lat.get('rate_records_per_s', 2_000):,} rec/s"
-    return [
+    found = [
         _informative(f"relay latency p50{rate}{suffix}", "s", lat["p50_seconds"]),
         _limit_figure(f"relay latency p99{rate}{suffix}", "s", lat["p99_seconds"], 0.5),
     ]
+    peer = lat.get("mirror_maker")
+    if peer is None:
+        return found
+    against = f"{rate}{suffix} against MirrorMaker 2 exactly-once"
+    return [
+        *found,
+        _informative(f"relay latency p50{against}", "s", lat["p50_seconds"], peer["p50_seconds"]),
+        _at_most_ratio_figure(
+            f"relay latency p99{against}", "s", lat["p99_seconds"], peer["p99_seconds"], 1.0
+        ),
+        _informative(f"relay latency max{against}", "s", lat["max_seconds"], peer["max_seconds"]),
+    ]
+
+
+def _mirror_maker_figures(relay: dict[str, Any]) -> list[Figure]:
+    """The relay's throughput against MirrorMaker 2's on the same records and clusters."""
+    peer = relay["mirror_maker"]
+    return [
+        _ratio_figure(
+            "relay records/s (whole run) against MirrorMaker 2 exactly-once (whole run)",
+            "rec/s",
+            relay["relay_records_per_s"],
+            peer["records_per_s"],
+            2.0,
+        ),
+        _informative(
+            "relay records/s (after the group join) against MirrorMaker 2 exactly-once "
+            "(after its first commit)",
+            "rec/s",
+            relay["relay_records_per_s_after_join"],
+            peer["records_per_s_after_first_commit"],
+        ),
+        _informative(
+            "relay CPU s per million records against MirrorMaker 2's",
+            "s",
+            relay["relay_cpu_seconds_per_million_records"],
+            peer["cpu_seconds_per_million_records"],
+        ),
+    ]
+
+
+def _compiled_limit_figures(raw: dict[str, dict[str, Any]]) -> list[Figure]:
+    """The limit's own figures, and each archive stage's steady state against it (the
+    issue's target: at least half of it). Pure."""
+    limit = raw.get("compiled_limit")
+    if limit is None:
+        return []
+    to_s3, from_s3 = limit["to_s3_records_per_s"], limit["from_s3_records_per_s"]
+    found = [
+        _informative("compiled-client limit Kafka -> S3 records/s", "rec/s", to_s3),
+        _informative("compiled-client limit S3 -> Kafka records/s", "rec/s", from_s3),
+    ]
+    against = "against the compiled-client limit"
+    stages = (
+        ("egress", "egress records/s (inside batches)", "egress_records_per_s_in_batches", to_s3),
+        (
+            "ingress",
+            "ingress records/s (after the group join)",
+            "ingress_records_per_s_after_join",
+            from_s3,
+        ),
+        (
+            "restore",
+            "restore records/s (inside the tasks)",
+            "restore_records_per_s_in_tasks",
+            from_s3,
+        ),
+    )
+    for stage, name, field, rate in stages:
+        if stage in raw:
+            found.append(_ratio_figure(f"{name} {against}", "rec/s", raw[stage][field], rate, 0.5))
+    return found
 
 
 def _latency_figures(lat: dict[str, Any], suffix: str) -> list[Figure]:
@@ -306,6 +391,7 @@ class Summary:
     """Each run's ratio to its own run's baseline (not the ratio of the medians)."""
     least_ratio: float | None = None
     most: float | None = None
+    most_ratio: float | None = None
 
     @property
     def met(self) -> bool | None:
@@ -322,10 +408,13 @@ def spread(values: Sequence[float]) -> tuple[float, float, float]:
 
 
 def judge(summary: Summary) -> bool | None:
-    """Whether the median meets the target: the median ratio at least ``least_ratio``, or
-    the median figure at most ``most``; None where there is no target. Pure."""
+    """Whether the median meets the target: the median ratio at least ``least_ratio`` or
+    at most ``most_ratio``, or the median figure at most ``most``; None where there is no
+    target. Pure."""
     if summary.least_ratio is not None:
         return bool(summary.ratios) and spread(summary.ratios)[1] >= summary.least_ratio
+    if summary.most_ratio is not None:
+        return bool(summary.ratios) and spread(summary.ratios)[1] <= summary.most_ratio
     if summary.most is not None:
         return spread(summary.projects)[1] <= summary.most
     return None
@@ -339,7 +428,8 @@ def aggregate(runs: Sequence[Sequence[Figure]]) -> list[Summary]:
     for figures in runs:
         for f in figures:
             summary = summaries.setdefault(
-                f.name, Summary(f.name, f.unit, f.target, [], [], [], f.least_ratio, f.most)
+                f.name,
+                Summary(f.name, f.unit, f.target, [], [], [], f.least_ratio, f.most, f.most_ratio),
             )
             summary.projects.append(f.project)
             if f.baseline is not None:
@@ -480,6 +570,7 @@ BENCHMARKS = [
     "latency",
     "relay",
     "relay_latency",
+    "compiled_limit",
     "scale",
     "upload",
 ]
@@ -582,6 +673,9 @@ def main() -> None:
         ),
         "relay_latency": lambda hogged: times(
             lambda: relay.measure_latency(args.latency_rate, args.latency_seconds / 2, hogged)
+        ),
+        "compiled_limit": lambda _: times(
+            lambda: compiled_limit.measure(args.records, args.partitions)
         ),
         "scale": lambda _: [
             scale.measure(args.scale_records, args.scale_partitions, args.scale_segments)
