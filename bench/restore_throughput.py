@@ -5,8 +5,10 @@ one process per core as restore's ``local[cores]``), in the same run.
 Usage: python -m bench.restore_throughput [--records N] [--partitions P] [--repeat N]
 Starts its own local stack on free ports, writes the archive into the us-west-1 bucket,
 restores it with ``replicator restore`` (Spark, local[cores]) and prints the figures as
-JSON: whole-process time (Spark start-up included) and the time the tasks took (from
-the first submitted to the last result).
+JSON: whole-process time (Spark start-up included), the time the tasks took (from
+the first submitted to the last result) and the CPU seconds of restore's process tree
+(its Python driver, Spark's JVM and the Python workers: what the machine spent on it,
+the figure to compare changes by on a shared machine).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -55,7 +58,7 @@ def measure(records: int, partitions: int, repeat: int = 1) -> list[dict[str, An
                 cores,
             )
             with profiled("restore"):
-                whole, report = restore(root / "bench.toml", f"bench.restored.{run}", cores)
+                whole, cpu, report = restore(root / "bench.toml", f"bench.restored.{run}", cores)
             restored = sum(p["records"] for p in report["partitions"])
             assert restored == base_records, f"restored {restored} of {base_records} records"
             inside = report["tasks_seconds"]
@@ -73,23 +76,31 @@ def measure(records: int, partitions: int, repeat: int = 1) -> list[dict[str, An
                     "restore_records_per_s_in_tasks": base_records / inside,
                     "restore_seconds": whole,
                     "restore_seconds_in_tasks": inside,
+                    "restore_cpu_seconds": cpu,
+                    "restore_cpu_seconds_per_million_records": cpu / base_records * 1e6,
                 }
             )
     return runs
 
 
-def restore(config: Path, into_topic: str, cores: int) -> tuple[float, dict[str, Any]]:
+def restore(config: Path, into_topic: str, cores: int) -> tuple[float, float, dict[str, Any]]:
     """``replicator restore`` of topic ``bench`` into ``into_topic`` on ``local[cores]``:
-    (whole-process seconds, its JSON report)."""
+    (whole-process seconds, CPU seconds of its process tree, its JSON report)."""
     command = [sys.executable, "-m", "replicator", "--log-level", "WARNING", "restore"]
     command += ["--config", str(config), "--topic", TOPIC]
     command += ["--from-region", "us-east-1", "--into-region", "us-west-1"]
     command += ["--into-topic", into_topic, "--json", "--master", f"local[{cores}]"]
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), _children_cpu()
     result = subprocess.run(command, check=True, timeout=1800, capture_output=True, text=True)
-    whole = time.perf_counter() - started
+    whole, cpu = time.perf_counter() - started, _children_cpu() - cpu_before
     report: dict[str, Any] = json.loads(result.stdout[result.stdout.index('{\n  "seconds"') :])
-    return whole, report
+    return whole, cpu, report
+
+
+def _children_cpu() -> float:
+    """User and system CPU seconds of this process's ended children and theirs."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
