@@ -5,8 +5,11 @@ one process per core as restore's ``local[cores]``), in the same run.
 Usage: python -m bench.restore_throughput [--records N] [--partitions P] [--repeat N]
 Starts its own local stack on free ports, writes the archive into the us-west-1 bucket,
 restores it with ``replicator restore`` (Spark, local[cores]) and prints the figures as
-JSON: whole-process time (Spark start-up included) and the time the tasks took (from
-the first submitted to the last result).
+JSON: whole-process time (Spark start-up included), the time the tasks took (from
+the first submitted to the last result) and the CPU seconds of restore's process tree
+(its Python driver, Spark's JVM and the Python workers, sampled from /proc every
+``CPU_INTERVAL`` seconds: what the machine spent on it, the figure to compare changes by
+on a shared machine; a process's last fraction of an interval is missed).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +27,7 @@ from typing import Any
 from bench.baselines import plain_replay
 from bench.ingress_throughput import write_segments
 from bench.local_stack import bench_stack
+from bench.memory import command_line, descendants, parents, spark_python_process
 from bench.profiles import profiled
 from replicator.core.logs import configure_logging
 from replicator.core.segments.descriptor import describe
@@ -30,6 +35,8 @@ from replicator.core.segments.key import topic_descriptor_s3_key
 from replicator.core.segments.store import SegmentStore
 
 TOPIC = "bench"
+CPU_INTERVAL = 0.5
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def measure(records: int, partitions: int, repeat: int = 1) -> list[dict[str, Any]]:
@@ -55,7 +62,7 @@ def measure(records: int, partitions: int, repeat: int = 1) -> list[dict[str, An
                 cores,
             )
             with profiled("restore"):
-                whole, report = restore(root / "bench.toml", f"bench.restored.{run}", cores)
+                whole, cpu, report = restore(root / "bench.toml", f"bench.restored.{run}", cores)
             restored = sum(p["records"] for p in report["partitions"])
             assert restored == base_records, f"restored {restored} of {base_records} records"
             inside = report["tasks_seconds"]
@@ -73,23 +80,75 @@ def measure(records: int, partitions: int, repeat: int = 1) -> list[dict[str, An
                     "restore_records_per_s_in_tasks": base_records / inside,
                     "restore_seconds": whole,
                     "restore_seconds_in_tasks": inside,
+                    "restore_cpu_seconds": sum(cpu.values()),
+                    "restore_cpu_seconds_by_process": cpu,
+                    "restore_cpu_seconds_per_million_records": sum(cpu.values())
+                    / base_records
+                    * 1e6,
                 }
             )
     return runs
 
 
-def restore(config: Path, into_topic: str, cores: int) -> tuple[float, dict[str, Any]]:
+def restore(
+    config: Path, into_topic: str, cores: int
+) -> tuple[float, dict[str, float], dict[str, Any]]:
     """``replicator restore`` of topic ``bench`` into ``into_topic`` on ``local[cores]``:
-    (whole-process seconds, its JSON report)."""
+    (whole-process seconds, CPU seconds of its process tree by kind of process, its
+    JSON report)."""
     command = [sys.executable, "-m", "replicator", "--log-level", "WARNING", "restore"]
     command += ["--config", str(config), "--topic", TOPIC]
     command += ["--from-region", "us-east-1", "--into-region", "us-west-1"]
     command += ["--into-topic", into_topic, "--json", "--master", f"local[{cores}]"]
     started = time.perf_counter()
-    result = subprocess.run(command, check=True, timeout=1800, capture_output=True, text=True)
-    whole = time.perf_counter() - started
-    report: dict[str, Any] = json.loads(result.stdout[result.stdout.index('{\n  "seconds"') :])
-    return whole, report
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        with subprocess.Popen(command, stdout=out, stderr=err, text=True) as run:
+            cpu = _tree_cpu(run, started + 1800, command)
+        whole = time.perf_counter() - started
+        out.seek(0), err.seek(0)
+        stdout = out.read()
+        if run.returncode:
+            raise subprocess.CalledProcessError(run.returncode, command, stdout, err.read())
+    report: dict[str, Any] = json.loads(stdout[stdout.index('{\n  "seconds"') :])
+    return whole, cpu, report
+
+
+def _tree_cpu(run: subprocess.Popen[str], deadline: float, command: list[str]) -> dict[str, float]:
+    """CPU seconds of ``run`` (of ``command``) and its descendants, sampled until it ends
+    (killed at ``deadline``), by kind of process: the driver (``run``), Spark's Python
+    workers, the rest (Spark's JVM and its launcher)."""
+    seen: dict[int, tuple[float, str]] = {}
+    while run.poll() is None:
+        if time.perf_counter() > deadline:
+            run.kill()
+            raise TimeoutError(f"restore still running at the benchmark's limit: {command}")
+        for pid in [run.pid, *descendants(run.pid, parents())]:
+            used = _cpu_seconds(pid)
+            if used is None:
+                continue
+            kind = seen[pid][1] if pid in seen else _kind(pid, run.pid)
+            seen[pid] = (max(seen.get(pid, (0.0, ""))[0], used), kind)
+        time.sleep(CPU_INTERVAL)
+    kinds: dict[str, float] = {"driver": 0.0, "python workers": 0.0, "jvm and others": 0.0}
+    for used, kind in seen.values():
+        kinds[kind] += used
+    return kinds
+
+
+def _kind(pid: int, driver: int) -> str:
+    if pid == driver:
+        return "driver"
+    return "python workers" if spark_python_process(command_line(pid)) else "jvm and others"
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User and system CPU seconds of process ``pid`` so far (None: gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def main() -> None:

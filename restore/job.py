@@ -420,20 +420,22 @@ class RestoreJob:
         started = time.monotonic()
         checkpoints = self._checkpoints()
         planned_bytes = {t.topic: sum(p.bytes for p in t.plans) for t in plans}
+        targets = [target_of(task) for task in tasks]
         while True:
             running = runner.is_alive()
             done: dict[str, int] = {}
             planned: dict[str, int] = {}
-            for task in tasks:
+            try:
+                points = checkpoints.progress(targets)
+            except (BrokerError, KafkaException) as exc:
+                # A progress line only: a leader on the move (NOT_LEADER_FOR_PARTITION
+                # just after the topic was created) waits for the next round.
+                log.debug("restore progress not read this round: %s", exc)
+                points = {}
+            for task, target in zip(tasks, targets, strict=True):
                 plan = task.plan
                 planned[plan.topic] = planned.get(plan.topic, 0) + max(0, plan.end - plan.start)
-                try:
-                    point = checkpoints.resume_point(target_of(task)).next_source_offset
-                except (BrokerError, KafkaException) as exc:
-                    # A progress line only: a leader on the move (NOT_LEADER_FOR_PARTITION
-                    # just after the topic was created) waits for the next round.
-                    log.debug("progress of %s not read: %s", target_of(task), exc)
-                    point = None
+                point = points.get(target)
                 reached = min(plan.end, point) - plan.start if point is not None else 0
                 done[plan.topic] = done.get(plan.topic, 0) + max(0, reached)
             elapsed = time.monotonic() - started

@@ -10,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 
 from replicator.core.kafka import provenance
+from replicator.core.kafka import writer as writer_module
 from replicator.core.kafka.writer import PRODUCE_SLICE_ROWS, PartitionWriter
 from replicator.core.segments.format import TIMESTAMP_NONE
 from tests.fixtures.independent import read_partition
@@ -65,7 +66,30 @@ def write(where: WriterDestination, group: str, how: str, records: list[dict]) -
 
 
 def test_messages_and_their_table_are_written_as_the_same_records(local_stack, unique):
+    assert_both_entries_write(local_stack, unique, shapes())
+
+
+def test_a_full_producer_queue_loses_and_repeats_no_record(local_stack, unique, monkeypatch):
+    """librdkafka's queue holding seven records: ``produce`` finds it full again and again
+    in every slice, and each record that did is produced again once deliveries made room
+    (``_produce_again``). Both entries still write every record once, in order, and the
+    commit knows the last destination offset (the delivery report of a slice's last
+    record, which found the queue full as often as any)."""
+    monkeypatch.setattr(writer_module, "PRODUCER_BUFFER_RECORDS", 7)
+    retried: list[int] = []
+    produce_again = PartitionWriter._produce_again
+
+    def counted(self: PartitionWriter, offset: int, row: tuple[Any, ...]) -> None:
+        retried.append(offset)
+        produce_again(self, offset, row)
+
+    monkeypatch.setattr(PartitionWriter, "_produce_again", counted)
     records = shapes()
+    assert_both_entries_write(local_stack, unique, records)
+    assert len(retried) > 100, len(retried)
+
+
+def assert_both_entries_write(local_stack: Any, unique: Any, records: list[dict]) -> None:
     copies = {}
     for how in ("table", "messages"):
         where = writer_destination(local_stack, unique)

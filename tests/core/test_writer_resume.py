@@ -15,6 +15,7 @@ it, on Apache Kafka.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from replicator.core.groups.destination import OffsetTranslator
 from replicator.core.kafka.checkpoints import Checkpoint, furthest
@@ -66,9 +67,13 @@ def test_a_re_created_destination_does_not_resume_from_its_stale_checkpoint(
     writer.write(table(0, 500))
     writer.commit(500)
     writer.close()
+    # Progress (restore's lines) reads the same checkpoints; a partition without one: None.
+    unwritten = replace(where.target, source=replace(where.target.source, partition=1))
+    assert where.store.progress([where.target, unwritten]) == {where.target: 500, unwritten: None}
 
     topic = where.target.destination_topic
     recreate_topic(where.bootstrap, topic, 1)
+    assert where.store.progress([where.target]) == {where.target: None}
 
     again = PartitionWriter(where.kafka, group, where.target, where.store, kind="ingress")
     with caplog.at_level(logging.WARNING):

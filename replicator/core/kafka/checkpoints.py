@@ -51,6 +51,7 @@ import threading
 import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import Any, Literal
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
@@ -451,9 +452,41 @@ class CheckpointStore:
         point = furthest(checkpoint, tail)
         return replace(point, destination_topic_id=destination_id, discarded=discarded)
 
+    def progress(self, targets: Sequence[WriteTarget]) -> dict[WriteTarget, int | None]:
+        """The next source offset of each of ``targets`` by its latest committed checkpoint
+        (None: none yet, or one :func:`stale_reason` passes over): what a progress line
+        shows while writers run, read with one pair of clients for all targets.
+
+        Not a resume point: :meth:`resume_point` also reads the destination's tail, past
+        the writers' open transactions chunk by chunk, and makes two clients for each
+        target; restore's driver asking that of every partition every few seconds spent a
+        fifth of its CPU on it, beside the tasks it watched (docs/performance.md)."""
+        consumer = tail_reader(self.kafka, TAIL_READER_GROUP)
+        ends = watermark_reader(self.kafka, TAIL_READER_GROUP)
+        try:
+            ids = self.topic_ids(sorted({t.destination_topic for t in targets}))
+            found: dict[WriteTarget, int | None] = {}
+            for target in targets:
+                ctp = self.topic_partition(target)
+                low, high = watermarks(ends, ctp, "the log end", retry=LEADER_NOT_READY)
+                hit = scan_back(
+                    consumer, ctp, low, high, partial(self._writers_checkpoint, target=target)
+                )
+                checkpoint = hit[1] if hit else None
+                if checkpoint is not None:
+                    dtp = TopicPartition(target.destination_topic, target.destination_partition)
+                    _, log_end = watermarks(ends, dtp, "the log end", retry=LEADER_NOT_READY)
+                    if stale_reason(checkpoint, ids[target.destination_topic], log_end):
+                        checkpoint = None
+                found[target] = None if checkpoint is None else checkpoint.next_source_offset
+        finally:
+            consumer.close()
+            ends.close()
+        return found
+
     @staticmethod
     def _writers_checkpoint(
-        message: Any, target: WriteTarget, kind: WriterKind | None
+        message: Any, target: WriteTarget, kind: WriterKind | None = None
     ) -> Checkpoint | None:
         """``message``'s checkpoint if it is ``target``'s, of ``kind`` when given (see
         :meth:`resume_point`); None to scan on."""

@@ -32,8 +32,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from functools import partial
+from itertools import chain, repeat
+from operator import length_hint
 from typing import Any, Protocol, TypeVar
 
 import pyarrow as pa
@@ -239,15 +242,13 @@ class PartitionWriter:
             0,
             table.column("timestamp").cast(pa.int64()),
         ).to_pylist()
-        rows = zip(
+        self._produce_columns(
             offsets.to_pylist(),
             table.column("key").to_pylist(),
             table.column("value").to_pylist(),
             stamps,
             provenance.with_provenance(table.column("headers"), offsets, self.target.source),
-            strict=True,
         )
-        self._produce_rows(rows, len(table))
 
     def write_messages(self, messages: Sequence[Any]) -> int:
         """Produce confluent-kafka ``messages`` of the source partition (none an error), in
@@ -305,28 +306,53 @@ class PartitionWriter:
         self._after_slice()
         return total
 
-    def _produce_rows(self, rows: Iterable[tuple[int, Any, Any, int, Any]], count: int) -> None:
-        """Produce ``count`` rows of (source offset, record key, value, timestamp, headers
-        with provenance) to the destination partition.
+    def _produce_columns(
+        self,
+        offsets: list[int],
+        record_keys: list[Any],
+        values: list[Any],
+        stamps: list[int],
+        headers: list[Any],
+    ) -> None:
+        """Produce, in order, the records whose source offsets, record keys, values,
+        timestamps and headers (provenance appended) are the same positions of these
+        equally long lists, to the destination partition.
 
-        ``produce`` is called with positional arguments (topic, value, key, partition,
-        on_delivery, its unused alias ``callback``, timestamp, headers): the same tuple
-        serves a retry after a full queue, and positional calls cost less."""
+        ``map`` calls ``produce`` with positional arguments (topic, value, key, partition,
+        on_delivery, its unused alias ``callback``, timestamp, headers), so no Python code
+        runs per record: a Python loop unpacking each row and calling ``produce`` cost a
+        tenth of a restore task's samples on top of ``produce`` itself (docs/performance.md,
+        "Restore and ingress: where the time went"). A record that finds librdkafka's
+        queue full, or that ``produce`` refuses, stops ``map`` there: which record it was
+        is where the columns' iterators stopped."""
+        count = len(offsets)
         t = self.target
-        produce = self._producer.produce
-        topic, partition = t.destination_topic, t.destination_partition
         # One delivery callback per slice, on its last record: it gives the destination
         # offset for the checkpoint. A failed delivery of any record fails the commit.
-        last = count - 1
-        for i, (offset, record_key, value, stamp, headers) in enumerate(rows):
-            callback = partial(self._delivered, offset) if i == last else None
-            row = (topic, value, record_key, partition, callback, None, stamp, headers)
+        last_report = partial(self._delivered, offsets[-1]) if count else None
+        values_left = iter(values)
+        columns = (
+            repeat(t.destination_topic),
+            values_left,
+            iter(record_keys),
+            repeat(t.destination_partition),
+            chain(repeat(None, count - 1), (last_report,)),
+            repeat(None),
+            iter(stamps),
+            iter(headers),
+        )
+        while True:
             try:
-                produce(*row)
+                deque(map(self._producer.produce, *columns), maxlen=0)
+                break
             except BufferError:  # librdkafka's queue is full
-                self._produce_again(offset, row)
+                i = count - length_hint(values_left) - 1
+                report = last_report if i == count - 1 else None
+                row = (t.destination_topic, values[i], record_keys[i], t.destination_partition)
+                self._produce_again(offsets[i], (*row, report, None, stamps[i], headers[i]))
             except KafkaException as exc:
-                raise self._produce_failure(offset, exc.args[0]) from None
+                i = count - length_hint(values_left) - 1
+                raise self._produce_failure(offsets[i], exc.args[0]) from None
         self._after_slice()
 
     def _produce_again(self, offset: int, row: tuple[Any, ...]) -> None:
