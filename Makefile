@@ -35,10 +35,12 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# Test files run in parallel, one per core (each worker starts its own local stack);
-# a file's tests stay together, in order, on one worker.
+# Tests run in parallel, one worker per core unless TEST_WORKERS says otherwise (each
+# worker starts its own local stack); an idle worker takes tests not yet started from a
+# busy one (work stealing), the modules of the longest tests first (tests/conftest.py).
+TEST_WORKERS ?= auto
 test: setup
-	$(BIN)/python -m pytest -n auto --dist worksteal --durations=25
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=25
 
 unit: setup
 	$(BIN)/python -m pytest -m 'not integration'
