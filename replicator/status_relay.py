@@ -167,7 +167,7 @@ def collect_relay(config: Config) -> list[RelayPartitionStatus]:
     if relay is None:
         return []
     with ThreadPoolExecutor(LOOKUPS, thread_name_prefix="status-relay") as pool:
-        destination = pool.submit(_answers, config, relay.destination)
+        destination = pool.submit(_destination_topics, config, relay.destination)
         asked = [
             (t, pool.submit(_first_answer, config, relay, t.source_topic)) for t in relay.topics
         ]
@@ -175,19 +175,19 @@ def collect_relay(config: Config) -> list[RelayPartitionStatus]:
         for topic, answer in asked:
             upstream, ends = answer.result()
             rows += build_rows(relay, topic, upstream, ends, upstreams_to_ask(relay))
-        reachable = destination.result()
-        for done in [pool.submit(_relayed, config, relay, row, reachable) for row in rows]:
+        topics = destination.result()
+        for done in [pool.submit(_relayed, config, relay, row, topics) for row in rows]:
             done.result()
     return rows
 
 
-def _answers(config: Config, region: str) -> bool:
+def _destination_topics(config: Config, region: str) -> set[str] | None:
+    """The topics of the relay's destination cluster (None: it did not answer)."""
     kafka = client_config(config.region(region).kafka, socket_timeout_ms=3000)
     try:
-        AdminClient(kafka).list_topics(timeout=REACH_TIMEOUT)
+        return set(AdminClient(kafka).list_topics(timeout=REACH_TIMEOUT).topics)
     except KafkaException:
-        return False
-    return True
+        return None
 
 
 def _first_answer(
@@ -203,12 +203,17 @@ def _first_answer(
 
 
 def _relayed(
-    config: Config, relay: RelayConfig, row: RelayPartitionStatus, destination_answers: bool
+    config: Config, relay: RelayConfig, row: RelayPartitionStatus, topics: set[str] | None
 ) -> None:
+    """The relay's resume point of ``row``, from the destination (``topics``: the
+    destination's topics, None: it did not answer). Before the relay's first commit its
+    checkpoint topic or the destination topic does not exist yet: nothing relayed."""
     if row.partition is None or row.destination_partition is None:
         return
-    if not destination_answers:
+    if topics is None:
         row.unreachable["relayed"] = f"Kafka of {relay.destination}"
+        return
+    if relay.checkpoint_topic not in topics or row.destination_topic not in topics:
         return
     kafka = client_config(config.region(relay.destination).kafka, socket_timeout_ms=3000)
     checkpoints = CheckpointStore(kafka, relay.checkpoint_topic, relay.checkpoint_partitions)
