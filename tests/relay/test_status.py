@@ -1,7 +1,8 @@
 """``replicator status`` on a relay of the local stack: its rows before anything was
 relayed, after it relayed every record (lag 0), and with records it has not relayed yet
 (lag > 0), from the relay's own checkpoint topic; the same rows through the CLI, as a
-table and in ``--json``. The pure parts: tests/test_status_relay.py."""
+table and in ``--json``; and what they say when the destination or every upstream does
+not answer. The pure parts: tests/test_status_relay.py."""
 
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ import sys
 from confluent_kafka import Producer
 
 from relay.service import RelayService
+from replicator.core.config import load_config
 from replicator.status_relay import collect_relay, relay_state
 from tests.fixtures.relay import create_topic
-from tests.fixtures.stack import SOURCE
+from tests.fixtures.stack import DESTINATION, SOURCE
 
 PARTITIONS = 2
+
+
+CLOSED = "127.0.0.1:9"
+"""A port nothing listens on."""
 
 
 def produce(bootstrap: str, topic: str, per_partition: dict[int, int]) -> None:
@@ -87,3 +93,27 @@ def test_status_shows_the_relays_partitions_caught_up_and_behind(local_stack, re
         "5",
     ], table.stdout
     assert lines[0].endswith("behind by 5") and lines[1].endswith("caught up"), table.stdout
+
+
+def test_the_relays_rows_say_what_did_not_answer(local_stack, relay_setup, tmp_path):
+    setup = relay_setup()
+    create_topic(local_stack.bootstrap(SOURCE), setup.source, PARTITIONS)
+    text = setup.path.read_text()
+
+    destination_down = tmp_path / "destination-down.toml"
+    destination_down.write_text(text.replace(local_stack.bootstrap(DESTINATION), CLOSED))
+    rows = collect_relay(load_config(destination_down))
+    assert [(r.partition, r.upstream_end) for r in rows] == [(0, 0), (1, 0)]
+    assert all(r.unreachable == {"relayed": f"Kafka of {DESTINATION}"} for r in rows), rows
+    assert [relay_state(r, 0) for r in rows] == ["not known: see unreachable"] * PARTITIONS
+
+    all_down = tmp_path / "all-down.toml"
+    all_down.write_text(
+        text.replace(local_stack.bootstrap(DESTINATION), CLOSED).replace(
+            local_stack.bootstrap(SOURCE), CLOSED
+        )
+    )
+    (only,) = collect_relay(load_config(all_down))
+    assert (only.topic, only.partition, only.upstream) == (setup.source, None, None)
+    assert only.unreachable == {"upstream end": f"Kafka of {SOURCE}"}
+    assert relay_state(only, 0) == "not known: see unreachable"
