@@ -179,12 +179,10 @@ def _status(args: argparse.Namespace) -> int:
     import json
     import time
 
-    from replicator.status import collect, render
-    from replicator.status_relay import collect_relay, render_relay
+    from replicator.status import render
+    from replicator.status_relay import collect_everything, render_relay
 
-    config = _load(args)
-    rows = collect(config)
-    relayed = collect_relay(config)
+    rows, relayed = collect_everything(_load(args))
     now = time.time()
     if args.json:
         found = [row.to_dict(now) for row in rows] + [row.to_dict(now) for row in relayed]

@@ -32,7 +32,14 @@ from replicator.core.kafka.checkpoints import CheckpointStore, ResumePoint, Writ
 from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.untrusted_text import escape
-from replicator.status import LOOKUPS, REACH_TIMEOUT, THROTTLE_RECENT, log_ends
+from replicator.status import (
+    LOOKUPS,
+    REACH_TIMEOUT,
+    THROTTLE_RECENT,
+    PartitionStatus,
+    collect,
+    log_ends,
+)
 
 log = logging.getLogger(__name__)
 
@@ -162,23 +169,41 @@ def fill_from_checkpoint(row: RelayPartitionStatus, point: ResumePoint) -> None:
 
 def collect_relay(config: Config) -> list[RelayPartitionStatus]:
     """The relay's rows (none without ``[relay]``), every upstream and partition asked at
-    once (at most :data:`LOOKUPS` in flight)."""
+    once (at most :data:`LOOKUPS` in flight; tasks never wait on each other, so the pool
+    cannot deadlock)."""
     relay = config.relay
     if relay is None:
         return []
+    asked_upstreams = upstreams_to_ask(relay)
     with ThreadPoolExecutor(LOOKUPS, thread_name_prefix="status-relay") as pool:
         destination = pool.submit(_destination_topics, config, relay.destination)
         asked = [
-            (t, pool.submit(_first_answer, config, relay, t.source_topic)) for t in relay.topics
+            (
+                topic,
+                [
+                    (u, pool.submit(log_ends, config, u, topic.source_topic))
+                    for u in asked_upstreams
+                ],
+            )
+            for topic in relay.topics
         ]
         rows: list[RelayPartitionStatus] = []
-        for topic, answer in asked:
-            upstream, ends = answer.result()
-            rows += build_rows(relay, topic, upstream, ends, upstreams_to_ask(relay))
+        for topic, answers in asked:
+            upstream, ends = first_answer([(u, answer.result()) for u, answer in answers])
+            rows += build_rows(relay, topic, upstream, ends, asked_upstreams)
         topics = destination.result()
         for done in [pool.submit(_relayed, config, relay, row, topics) for row in rows]:
             done.result()
     return rows
+
+
+def collect_everything(config: Config) -> tuple[list[PartitionStatus], list[RelayPartitionStatus]]:
+    """Egress's and ingress's rows (:func:`replicator.status.collect`) and the relay's,
+    asked side by side: in an outage ``status`` waits out one timeout, not one for each."""
+    with ThreadPoolExecutor(1, thread_name_prefix="status-relay-rows") as pool:
+        relayed = pool.submit(collect_relay, config)
+        rows = collect(config)
+        return rows, relayed.result()
 
 
 def _destination_topics(config: Config, region: str) -> set[str] | None:
@@ -190,13 +215,13 @@ def _destination_topics(config: Config, region: str) -> set[str] | None:
         return None
 
 
-def _first_answer(
-    config: Config, relay: RelayConfig, topic: str
+def first_answer(
+    answers: list[tuple[str, dict[int, int] | None]],
 ) -> tuple[str | None, dict[int, int] | None]:
-    """The first upstream that answers and its log ends of ``topic`` (None, None: none
-    did)."""
-    for upstream in upstreams_to_ask(relay):
-        ends = log_ends(config, upstream, topic)
+    """The first upstream, in order of preference, that answered, and its log ends (None,
+    None: none did). Every upstream is asked at once: in an outage that takes one timeout,
+    not one per upstream. Pure."""
+    for upstream, ends in answers:
         if ends is not None:
             return upstream, ends
     return None, None

@@ -12,6 +12,7 @@ from replicator.status_relay import (
     RelayPartitionStatus,
     build_rows,
     fill_from_checkpoint,
+    first_answer,
     relay_lag,
     relay_state,
     render_relay,
@@ -72,6 +73,12 @@ def test_no_upstream_answering_gives_one_row_saying_which_were_asked():
     assert only.unreachable == {"upstream end": "Kafka of east, east-b"}
     assert relay_state(only, NOW) == "not known: see unreachable"
     assert "unreachable: Kafka of east, east-b" in render_relay([only], NOW)
+
+
+def test_the_first_upstream_in_order_that_answered_gives_the_log_ends():
+    assert first_answer([("east", None), ("east-b", {0: 4})]) == ("east-b", {0: 4})
+    assert first_answer([("east", {}), ("east-b", {0: 4})]) == ("east", {})
+    assert first_answer([("east", None), ("east-b", None)]) == (None, None)
 
 
 def test_single_mode_asks_only_the_upstream_it_relays_from():
