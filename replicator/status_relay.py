@@ -9,8 +9,10 @@ destination that does not answer within a few seconds is reported as unreachable
 
 Which upstream: in ``single`` mode the relay reads the first of ``sources`` only, so only
 that one is asked; in ``failover`` mode the upstreams are identical (the same records at
-the same offsets), so the first one that answers gives the log ends and its name is
-shown. Checkpoint keys name ``[relay] origin``, as the relay's writers do.
+the same offsets): all are asked at once, and the first in order of preference that
+answered gives the log ends, its name shown. Checkpoint keys name ``[relay] origin``, as
+the relay's writers do. Rows come in the order of ``[[relay.topics]]``, partitions
+ascending.
 
 Whether the relay is being throttled by the destination's brokers is read from its
 checkpoint, as for ingress (:data:`replicator.status.THROTTLE_RECENT`).
@@ -18,7 +20,6 @@ checkpoint, as for ingress (:data:`replicator.status.THROTTLE_RECENT`).
 
 from __future__ import annotations
 
-import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -40,8 +41,6 @@ from replicator.status import (
     collect,
     log_ends,
 )
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
