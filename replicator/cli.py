@@ -179,14 +179,19 @@ def _status(args: argparse.Namespace) -> int:
     import json
     import time
 
-    from replicator.status import collect, render
+    from replicator.status import render
+    from replicator.status_relay import collect_everything, render_relay
 
-    rows = collect(_load(args))
+    rows, relayed = collect_everything(_load(args))
     now = time.time()
     if args.json:
-        print(json.dumps([row.to_dict(now) for row in rows], indent=2))
-    else:
-        print(render(rows, now))
+        found = [row.to_dict(now) for row in rows] + [row.to_dict(now) for row in relayed]
+        print(json.dumps(found, indent=2))
+        return 0
+    tables = [render(rows, now)] if rows or not relayed else []
+    if relayed:
+        tables.append(render_relay(relayed, now))
+    print("\n\n".join(tables))
     return 0
 
 
@@ -418,7 +423,8 @@ def build_parser() -> argparse.ArgumentParser:
     compact.set_defaults(handler=_compact)
 
     status = commands.add_parser(
-        "status", help="where each partition stands: source, S3 segments, ingress (read-only)"
+        "status",
+        help="where each partition stands: source, S3 segments, ingress, relay (read-only)",
     )
     status.add_argument("--config", required=True, help="deployment config (TOML)")
     status.add_argument("--json", action="store_true", help="machine-readable output")

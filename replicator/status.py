@@ -126,7 +126,9 @@ def _sources(config: Config) -> list[tuple[str, str]]:
     return sorted(set(found))
 
 
-def _log_ends(config: Config, region: str, topic: str) -> dict[int, int] | None:
+def log_ends(config: Config, region: str, topic: str) -> dict[int, int] | None:
+    """The log end of each partition of ``topic`` in ``region`` ({}: no such topic; None:
+    the cluster did not answer)."""
     admin = AdminClient(client_config(config.region(region).kafka, socket_timeout_ms=3000))
     try:
         metadata = admin.list_topics(topic, timeout=REACH_TIMEOUT)
@@ -184,7 +186,7 @@ def collect(config: Config) -> list[PartitionStatus]:
             (
                 region,
                 topic,
-                pool.submit(_log_ends, config, region, topic),
+                pool.submit(log_ends, config, region, topic),
                 [(store, pool.submit(_partitions, store, region, topic)) for store in stores],
             )
             for region, topic in _sources(config)

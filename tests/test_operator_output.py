@@ -1,7 +1,7 @@
 """What an operator sees with nothing reachable: in ``--log-format json`` every line a
 service writes is one JSON object (librdkafka's lines included, through Python logging,
-and Spark's JVM log for egress), and ``status`` and ``failover`` say what they could not
-reach instead of stopping at the first error.
+and Spark's JVM log for egress), and ``status`` (its relay rows too) and ``failover`` say what
+they could not reach instead of stopping at the first error.
 
 The config is ``config.example.toml`` with every endpoint moved to a port nothing
 listens on: a stack that is down."""
@@ -82,10 +82,15 @@ def test_status_with_the_stack_down_fills_a_row_per_topic(down: Path):
     result = run("status", "--config", str(down))
     assert result.returncode == 0, result.stderr[-2000:]
     json_lines(result.stderr)
-    rows = [line for line in result.stdout.splitlines()[1:] if line.strip()]
-    assert rows, result.stdout
+    # The partitions' table, then the relay's ([relay] in the example): each a header
+    # and its rows.
+    partitions, relayed = (table.splitlines() for table in result.stdout.strip().split("\n\n"))
+    rows = partitions[1:] + relayed[1:]
+    assert partitions[1:] and relayed[1:], result.stdout
     assert all("unreachable: Kafka of us-east-1" in row for row in rows), result.stdout
     assert any("unreachable: bucket" in row for row in rows), result.stdout
+    assert relayed[0].startswith("relayed"), result.stdout
+    assert all("unreachable: Kafka of us-east-1, east-b" in row for row in relayed[1:])
     print(result.stdout)
 
 

@@ -3,7 +3,8 @@ destination cluster (set as docs/operations/throttling.md shows, with Kafka's ``
 tool as the administrator) holds its replay back, and it stays exactly once: no
 transaction times out or is fenced, every source offset arrives once and in order, the
 throttle shows in ``replicator_ingress_throttled_seconds`` while it runs, and ``replicator
-status`` says ingress is throttled.
+status`` says ingress is throttled. The relay under a ``producer_byte_rate`` on its user
+likewise: every record once, and ``status`` says the relay is throttled in its rows.
 
 Its own secured stack (the ``secured`` fixture of tests/fixtures/secured.py).
 """
@@ -17,6 +18,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import NewTopic
 
 from infra.acls import acl_bindings, apply_acls, read_acl_table
 from infra.broker import java, kafka_libs
@@ -36,6 +39,7 @@ from tests.fixtures.records import plain
 from tests.fixtures.secured import (
     INGRESS_COPY,
     PARTITIONS,
+    RELAY_COPY,
     TOPIC,
     SecuredStack,
     records,
@@ -186,3 +190,54 @@ def test_ingress_under_a_producer_byte_rate_quota_stays_exactly_once_and_shows_t
     print("\n".join(rows))
     assert len(rows) == PARTITIONS, status.stdout
     assert any("throttled: the broker held ingress back" in row for row in rows), status.stdout
+
+
+RELAY_QUOTA_SOURCE = "refunds"
+RELAY_QUOTA_COPY = "refunds.relayed"
+RELAY_RATE = 40 * 1024
+"""producer_byte_rate of the relay's user: bytes a second."""
+RELAY_RECORDS = 300
+"""Per partition, of :data:`VALUE_BYTES`: 600 KiB in all, 15 s at the quota, which the
+broker's 11-sample window throttles by a few seconds (see :data:`VALUE_BYTES`)."""
+
+
+def test_status_says_the_relay_is_throttled_under_a_producer_byte_rate_quota(
+    secured: SecuredStack,
+):
+    users = {service: SERVICE_USERS[service] for service in ("relay", "failover")}
+    bindings = acl_bindings(read_acl_table(), users, {RELAY_QUOTA_SOURCE: RELAY_QUOTA_COPY})
+    for region in (SOURCE_REGION, DESTINATION_REGION):
+        apply_acls(secured.admin(region), bindings)
+    admin = secured.admin(SOURCE_REGION)
+    admin.create_topics([NewTopic(RELAY_QUOTA_SOURCE, PARTITIONS)])[RELAY_QUOTA_SOURCE].result(
+        timeout=30
+    )
+    producer = Producer(secured.admin_settings(SOURCE_REGION))
+    expected = [(b"key-%d" % i, (b"%08d" % i) * (VALUE_BYTES // 8)) for i in range(RELAY_RECORDS)]
+    for partition in range(PARTITIONS):
+        for key, value in expected:
+            producer.produce(RELAY_QUOTA_SOURCE, key=key, value=value, partition=partition)
+    assert producer.flush(30) == 0
+    set_producer_quota(secured, SERVICE_USERS["relay"], RELAY_RATE)
+    path = secured.root / "relay-quota.toml"
+    path.write_text(
+        secured.path.read_text().replace(
+            f'source_topic = "{TOPIC}"\ndestination_topic = "{RELAY_COPY}"',
+            f'source_topic = "{RELAY_QUOTA_SOURCE}"\ndestination_topic = "{RELAY_QUOTA_COPY}"',
+        )
+    )
+
+    started = time.monotonic()
+    relay = secured.run("relay", "relay", "--stop-at-end", config=path, timeout=180)
+    print(f"relay under {RELAY_RATE} B/s: {time.monotonic() - started:.1f} s")
+    assert relay.returncode == 0, relay.stderr[-3000:]
+    assert records(secured, DESTINATION_REGION, RELAY_QUOTA_COPY) == [expected] * PARTITIONS
+
+    # status, as the operator's user, says the relay caught up and was throttled.
+    status = secured.run("failover", "status", config=path)
+    assert status.returncode == 0, status.stderr[-3000:]
+    rows = [line for line in status.stdout.splitlines() if f"/{RELAY_QUOTA_SOURCE} " in line]
+    print("\n".join(rows))
+    assert len(rows) == PARTITIONS, status.stdout
+    assert all(f"{RELAY_QUOTA_COPY}/" in row and "caught up" in row for row in rows), status.stdout
+    assert any("throttled: the broker held the relay back" in row for row in rows), status.stdout
