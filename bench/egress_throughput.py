@@ -49,7 +49,6 @@ def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dic
             egress_seconds = time.perf_counter() - started
         requests = priced(count(log.read_text()), base_records)
     peak, command = memory.largest()
-    exported = run.records - run.batches * partitions  # range rows are not records
     return {
         "records": base_records,
         "record_bytes": base_bytes,
@@ -61,7 +60,8 @@ def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dic
         "egress_seconds_in_batches": run.batch_seconds,
         "egress_records_per_s_in_batches": base_records / run.batch_seconds,
         "egress_mb_per_s_in_batches": base_bytes / run.batch_seconds / 1e6,
-        "egress_rows_read": exported,
+        "egress_records_exported": run.records,
+        "egress_segments": run.segments,
         "ratio_records_per_s": base_seconds / egress_seconds,
         "ratio_records_per_s_in_batches": base_seconds / run.batch_seconds,
         "spark_worker_peak_rss_mib": peak / 2**20,

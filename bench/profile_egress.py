@@ -1,8 +1,9 @@
 """Where egress spends its time per record, outside Spark: the data source's read of one
-partition (consume + Arrow), the sink's write of the same batches (split, Parquet, zstd,
-upload), each timed and profiled in this process, next to one raw consumer reading the
-same partition. What the Spark run adds on top (the Arrow hop Python → JVM → Python,
-task scheduling) is the inside-batch time minus these.
+partition (consume + Arrow), the write of the same batches (split, Parquet, zstd,
+upload) that the same Spark task does next, each timed and profiled in this process,
+next to one raw consumer reading the same partition. What the Spark run adds on top
+(task scheduling, the segment rows handed to the sink) is the inside-batch time minus
+these.
 
 Usage: python -m bench.profile_egress [--records N] [--top K] [--output DIR]
 Keeps each profile's report and raw statistics in ``bench/results/profiles/``
@@ -27,8 +28,9 @@ from bench.profiles import PROFILES, cprofile_report, keep_cprofile
 from bench.workload import produce_workload
 from egress.kafka_source import read_range
 from egress.planning import OffsetRange
-from egress.segment_sink import write_ranges
+from egress.segment_sink import LostOffsets, write_range
 from replicator.core.logs import configure_logging
+from replicator.core.segments.store import SegmentStore
 
 
 def main() -> None:
@@ -47,17 +49,18 @@ def main() -> None:
         reading = cProfile.Profile()
         started = time.perf_counter()
         reading.enable()
-        batches: list[pa.RecordBatch] = list(read_range(config, rng))
+        batches: list[pa.RecordBatch | LostOffsets] = list(read_range(config, rng))
         reading.disable()
         read_seconds = time.perf_counter() - started
 
         writing = cProfile.Profile()
         started = time.perf_counter()
         writing.enable()
-        written = write_ranges(config, iter(batches))
+        store = SegmentStore.for_region(config, "us-east-1")
+        written = write_range(config, store, rng, batches)
         writing.disable()
         write_seconds = time.perf_counter() - started
-    segments = sum(len(r.segments) for r in written)
+    segments = len(written.segments)
     both = read_seconds + write_seconds
     summary = (
         f"{records:,} records of one partition\n"

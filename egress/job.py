@@ -21,7 +21,7 @@ from pyspark.errors import StreamingQueryException
 
 from egress.catalog import SourceCatalog
 from egress.checkpoint_files import checkpoint_file_settings
-from egress.driver_state import RunDirectory
+from egress.driver_state import DriverState, RunDirectory
 from egress.errors import EgressFailedError
 from egress.group_offsets import GroupOffsetsExporter
 from egress.kafka_source import KafkaSource
@@ -89,8 +89,11 @@ def root_cause(text: str) -> str:
 @dataclass(frozen=True)
 class EgressRun:
     batches: int
+    segments: int
+    """Segments written (Spark's input rows: one per segment, see
+    :mod:`egress.segment_rows`)."""
     records: int
-    """Rows read, including one range row per planned range."""
+    """Records exported, as the driver's statistics of the run count them."""
     batch_seconds: float
     """Time spent inside micro-batches (excludes Spark start-up and idle triggers)."""
     state_dir: Path
@@ -247,18 +250,21 @@ class EgressJob:
                 "until the current end" if self.stop_at_end else "streaming",
             )
             try:
-                records = self._supervise(query, metrics, descriptors, groups)
+                segments = self._supervise(query, metrics, descriptors, groups)
             finally:
                 metrics.close()
                 if self._spark is None:
                     spark.stop()
-        log.info("egress stopped after %d batches, %d records", len(self._seen_batches), records)
-        return EgressRun(
+        state_dir = Path(required(config, "egress").state_dir)
+        _, stats = DriverState(state_dir).read_partitions()
+        records = sum(s.records for s in stats.values())
+        log.info(
+            "egress stopped after %d batches, %d segments, %d records",
             len(self._seen_batches),
+            segments,
             records,
-            self._batch_seconds,
-            Path(required(config, "egress").state_dir),
         )
+        return EgressRun(len(self._seen_batches), segments, records, self._batch_seconds, state_dir)
 
     def _supervise(
         self,
@@ -267,12 +273,13 @@ class EgressJob:
         descriptors: DescriptorPublisher,
         groups: GroupOffsetsExporter,
     ) -> int:
-        """Watch the running query until it ends or a stop is requested; the records read.
+        """Watch the running query until it ends or a stop is requested; the segments
+        written.
         Raises :class:`EgressFailedError` with the root cause if the query failed.
 
         Group offsets are exported once more after the query ended, so that a
         ``stop_at_end`` run leaves the offsets of the time its data was exported."""
-        records = 0
+        segments = 0
         next_housekeeping = next_group_export = next_start_check = 0.0
         failure: BaseException | None = None
         while query.isActive:
@@ -285,7 +292,7 @@ class EgressJob:
             except StreamingQueryException as exc:
                 failure = exc
                 break
-            records += self._observe(query, metrics)
+            segments += self._observe(query, metrics)
             self._watch_triggers(query)
             if time.monotonic() >= next_housekeeping:
                 next_housekeeping = time.monotonic() + self.egress.descriptor_interval
@@ -297,7 +304,7 @@ class EgressJob:
                 next_group_export = time.monotonic() + self.egress.group_offsets_interval
                 groups.export()
         failure = failure or query.exception()
-        records += self._observe(query, metrics)
+        segments += self._observe(query, metrics)
         metrics.refresh()
         if failure is not None:
             cause = root_cause(str(getattr(failure, "desc", None) or failure))
@@ -305,22 +312,23 @@ class EgressJob:
             raise EgressFailedError(f"egress stopped: {cause}")
         descriptors.publish_new_starts()
         groups.export()
-        return records
+        return segments
 
     def _observe(self, query: Any, metrics: EgressMetrics) -> int:
-        """Record the durations of batches completed since the last call."""
-        records = 0
+        """Record the durations of batches completed since the last call; the segments
+        they wrote."""
+        segments = 0
         for progress in query.recentProgress:
             batch_id = progress.batchId
             if batch_id in self._seen_batches:
                 continue
             self._seen_batches.add(batch_id)
-            records += int(progress.numInputRows)
+            segments += int(progress.numInputRows)
             durations = progress.durationMs
             duration = durations.get("triggerExecution", 0) / 1000.0
             self._batch_seconds += duration
             log.info(
-                "batch %d: %d records in %.2fs (%s)",
+                "batch %d: %d segments in %.2fs (%s)",
                 batch_id,
                 progress.numInputRows,
                 duration,
@@ -328,7 +336,7 @@ class EgressJob:
                 extra={"batch": batch_id},
             )
             metrics.batch_completed(duration)
-        return records
+        return segments
 
     def _stop_gracefully(self, query: Any) -> None:
         deadline = time.monotonic() + GRACEFUL_STOP_TIMEOUT

@@ -3,20 +3,27 @@
 Planning (``initialOffset``, ``latestOffset``, ``partitions``, ``commit``) runs in one
 long-lived Python process on the driver, so the :class:`egress.planner.Planner` keeps its
 state there across calls. ``read`` runs in executor processes with only the pickled
-config: clients are opened inside it.
+config: clients are opened inside it, and it writes the segments of the ranges it reads
+itself (:func:`egress.segment_sink.write_range`), handing Spark one small row per segment
+(:mod:`egress.segment_rows`) rather than every record: a record's bytes go from the
+consumer to Parquet in one process, never through the JVM and back.
 
 Offsets: ``{"offsets": {topic: {partition: next_offset}}, "skipped": {...}}``. ``skipped``
 lists, for the batch that ends at these offsets, partitions whose range was jumped over
 because its records are gone (``on_data_loss = "skip"``): no task reads them from Kafka,
 and the range is written as a segment without records, so that ingress sees the lost
 offsets covered instead of waiting for them and halting the partition.
+
+Ordering: a task writes its ranges one after the other, each range's segments in offset
+order, and yields a range's rows only once all its segments are uploaded; the driver's
+commit (group offsets, statistics) runs only after every task of the batch succeeded.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,14 +41,17 @@ from egress.planning import (
     decode_offsets,
     encode_offsets,
 )
-from egress.record_arrow import SPARK_SCHEMA_DDL, loss_row, messages_to_rows, range_row
+from egress.segment_rows import SPARK_SCHEMA_DDL, WrittenRange, segment_rows
+from egress.segment_sink import LostOffsets, write_range
 from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_from_options
 from replicator.core.collector import settle_worker_heap, tune_collector
 from replicator.core.config import Config, required
 from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.records import messages_to_records
 from replicator.core.logs import configure_worker_logging, partition_fields
+from replicator.core.segments.store import SegmentStore
 
 if TYPE_CHECKING:
     from egress.planner import Planner
@@ -134,12 +144,21 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         settle_worker_heap()
         tune_collector()  # this Python worker builds a few objects per record
         config = config_from_options(self._options)
-        for rng in partition.ranges:
-            yield from read_range(config, rng)
+        for written in export_ranges(config, partition.ranges):
+            yield segment_rows(written)
 
 
-def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """The range row, then every record with an offset in [start, end), in order.
+def export_ranges(config: Config, ranges: Iterable[OffsetRange]) -> Iterator[WrittenRange]:
+    """Read each planned range and write the segments covering it, one range after the
+    other; yields each range once its segments are all uploaded."""
+    store = SegmentStore.for_region(config, required(config, "egress").region)
+    for rng in ranges:
+        yield write_range(config, store, rng, read_range(config, rng))
+
+
+def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch | LostOffsets]:
+    """Every record with an offset in [start, end), in order, as batches of the segment
+    schema, with the losses met (``on_data_loss = "skip"``) between them.
 
     Deterministic: a replay reads the same records. Offsets holding no record (compaction,
     transaction markers) are passed over; the read ends at the first offset >= end or when
@@ -148,10 +167,9 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     """
     egress = required(config, "egress")
     skip_replicated = egress.skip_replicated
-    yield range_row(rng)
     if rng.lost:
         log.warning("writing the lost %s as a segment without records", rng)
-        yield loss_row(rng.start, rng.end)
+        yield LostOffsets(rng.start, rng.end)
         return
     consumer = Consumer(
         client_config(
@@ -174,7 +192,7 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
         """A loss found while reading, announced after the records before it."""
         while position < rng.end:
             if pending_loss is not None:
-                yield loss_row(*pending_loss)
+                yield LostOffsets(*pending_loss)
                 pending_loss = None
             records = []
             before = position
@@ -207,7 +225,7 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
             if position > before:
                 last_progress = time.monotonic()
             if records:
-                yield messages_to_rows(records)
+                yield messages_to_records(records)
             elif time.monotonic() - last_progress > LOSS_CHECK_AFTER and position < rng.end:
                 # Brokers that do not answer a fetch beyond the log end with
                 # OFFSET_OUT_OF_RANGE (the local one does not) leave a truncated log
@@ -228,7 +246,7 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                     f"{position} for {STALL_TIMEOUT:.0f}s (planned {rng})"
                 )
         if pending_loss is not None:
-            yield loss_row(*pending_loss)
+            yield LostOffsets(*pending_loss)
     finally:
         consumer.close()
 

@@ -1,10 +1,13 @@
-"""Level-0 segments as a PySpark streaming sink (Arrow writer).
+"""Level-0 segments: the writing of a planned range, and the PySpark streaming sink whose
+commit makes a micro-batch's segments count.
 
-Each task receives the rows of one planned range (see :mod:`egress.record_arrow`) and
-writes the segment(s) that cover it exactly: one segment per range, or several when the
-range's record bytes reach ``max_segment_bytes`` part-way. Split points depend only on
-the records, so a replayed batch writes the same keys with the same records and no two
-segments of a partition ever overlap.
+The Spark task that reads a planned range writes the segment(s) that cover it exactly
+(:func:`write_range`, called by the data source's ``read`` in the same Python worker):
+one segment per range, or several when the range's record bytes reach
+``max_segment_bytes`` part-way. Split points depend only on the records, so a replayed
+batch writes the same keys with the same records and no two segments of a partition ever
+overlap. Records never cross into Spark: the sink's task receives one row per segment
+written (:mod:`egress.segment_rows`) and returns them as its commit message.
 
 ``commit`` runs on the driver once every task of a batch succeeded: it commits the egress
 consumer group's offsets (here, next to the segments they follow) and updates the driver's
@@ -15,11 +18,12 @@ replayed commit counts nothing twice).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from pyspark.sql.datasource import (
     DataSource,
@@ -31,7 +35,7 @@ from pyspark.sql.types import StructType
 
 from egress.driver_state import DriverState, PartitionStats
 from egress.planning import OffsetRange, Offsets
-from egress.record_arrow import record_bytes, rows_to_segment
+from egress.segment_rows import WrittenRange, WrittenSegment, written_ranges
 from egress.spark_options import CONFIG_OPTION, config_from_options
 from replicator.core.collector import settle_worker_heap
 from replicator.core.config import Config, required
@@ -51,17 +55,13 @@ SINK_NAME = "replicator_segments"
 
 
 @dataclass(frozen=True)
-class WrittenSegment:
-    segment_key: SegmentKey
-    records: int
-    record_bytes: int
-    size: int
+class LostOffsets:
+    """Offsets [start, end) of the range being read were gone from the source log
+    (``on_data_loss = "skip"``): the segment covering them records the loss in its
+    footer."""
 
-
-@dataclass
-class WrittenRange:
-    planned: OffsetRange
-    segments: list[WrittenSegment] = field(default_factory=list)
+    start: int
+    end: int
 
 
 @dataclass
@@ -163,60 +163,47 @@ class RangeWriter:
             self._open.abort()
 
 
-def write_ranges(config: Config, batches: Iterator[pa.RecordBatch]) -> list[WrittenRange]:
+def write_range(
+    config: Config,
+    store: SegmentStore,
+    planned: OffsetRange,
+    read: Iterable[pa.RecordBatch | LostOffsets],
+) -> WrittenRange:
+    """Write the segments covering ``planned`` from what reading it gave, in order: record
+    batches of the segment schema and the losses met between them."""
     egress = required(config, "egress")
-    store = SegmentStore.for_region(config, egress.region)
-    done: list[WrittenRange] = []
-    current: RangeWriter | None = None
+    limits = egress.thresholds(planned.topic)
+    writer = RangeWriter(store, egress.region, planned, limits.max_segment_bytes)
     try:
-        for batch in batches:
-            offsets = batch.column("offset")
-            if offsets.null_count:
-                # Range rows start a task's range (normally only the first row); loss
-                # rows (no topic) mark offsets of the current range lost at the source.
-                range_rows = np.flatnonzero(offsets.is_null().to_numpy(zero_copy_only=False))
-                bounds = [*range_rows.tolist(), batch.num_rows]
-                if bounds[0] > 0:
-                    _feed(current, batch.slice(0, bounds[0]))
-                for i, row in enumerate(bounds[:-1]):
-                    if batch.column("topic")[row].is_valid:
-                        if current is not None:
-                            done.append(current.finish())
-                        current = _start_range(store, egress.region, config, batch, row)
-                    elif current is not None:  # a loss row
-                        current.mark_loss()
-                    _feed(current, batch.slice(row + 1, bounds[i + 1] - row - 1))
-            else:
-                _feed(current, batch)
-        if current is not None:
-            done.append(current.finish())
-            current = None
-    finally:
-        if current is not None:
-            current.abort()
-    return done
+        for item in read:
+            if isinstance(item, LostOffsets):
+                writer.mark_loss()
+            elif item.num_rows:
+                writer.add(item)
+        return writer.finish()
+    except BaseException:
+        writer.abort()
+        raise
 
 
-def _start_range(
-    store: SegmentStore, region: str, config: Config, batch: pa.RecordBatch, row: int
-) -> RangeWriter:
-    planned = OffsetRange(
-        batch.column("topic")[row].as_py(),
-        batch.column("partition")[row].as_py(),
-        batch.column("range_start")[row].as_py(),
-        batch.column("range_end")[row].as_py(),
-        topic_id=batch.column("topic_id")[row].as_py(),
-    )
-    limits = required(config, "egress").thresholds(planned.topic)
-    return RangeWriter(store, region, planned, limits.max_segment_bytes)
+def record_bytes(batch: pa.RecordBatch) -> np.ndarray:
+    """Bytes of each record as egress counts them: key + value + header keys and values."""
+    size = _lengths(batch.column("key")) + _lengths(batch.column("value"))
+    headers = batch.column("headers")
+    if len(headers.values):
+        structs = headers.flatten()
+        per_header = _lengths(structs.field("key")) + _lengths(structs.field("value"))
+        ends = np.cumsum(per_header)
+        offsets = headers.offsets.to_numpy()
+        start = offsets[:-1] - offsets[0]
+        stop = offsets[1:] - offsets[0]
+        padded = np.concatenate([[0], ends])
+        size = size + (padded[stop] - padded[start])
+    return size
 
 
-def _feed(writer: RangeWriter | None, rows: pa.RecordBatch) -> None:
-    if rows.num_rows == 0:
-        return
-    if writer is None:
-        raise ValueError("records arrived before their range row: the plan is broken")
-    writer.add(rows_to_segment(rows))
+def _lengths(array: pa.Array) -> np.ndarray:
+    return pc.binary_length(array).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def commit_group_offsets(config: Config, offsets: Offsets) -> None:
@@ -247,9 +234,11 @@ class SegmentStreamWriter(DataSourceStreamArrowWriter):
         self._options = {CONFIG_OPTION: options[CONFIG_OPTION]}
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SegmentsWritten:
+        """The segments this task's ranges were written as (by the same task's read)."""
         configure_worker_logging()
         settle_worker_heap()
-        return SegmentsWritten(write_ranges(config_from_options(self._options), iterator))
+        region = required(config_from_options(self._options), "egress").region
+        return SegmentsWritten(written_ranges(region, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Every task succeeded: the batch's segments are durable. Commit the group's

@@ -103,6 +103,10 @@ def test_descriptor_statistics_and_group_offsets_are_published(
     assert data["export_start"] == {"0": 0, "1": 0}
     _, stats = DriverState(run.state_dir).read_partitions()
     assert stats[(topic, 0)].records == 20 and stats[(topic, 1)].records == 20
+    # Spark's input rows are the segments written (records never cross into Spark).
+    written = s3_segments(s3, config.bucket(SOURCE), "data", SOURCE, topic)
+    assert run.segments == sum(len(parts) for parts in written.values())
+    assert run.records == 40
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": config.egress.group_id})

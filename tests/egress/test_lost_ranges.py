@@ -13,7 +13,7 @@ import pytest
 from egress.errors import DataLossError
 from egress.kafka_source import KafkaStreamReader, encode, read_range, resume_after_loss
 from egress.planning import OffsetRange
-from egress.segment_sink import write_ranges
+from egress.segment_sink import LostOffsets, write_range
 from egress.spark_options import CONFIG_OPTION, config_to_option
 from replicator.core.segments.selection import CaughtUp, ReadNext, next_step
 from tests.fixtures.egress import one_partition_topic
@@ -35,11 +35,11 @@ def test_a_skipped_loss_is_a_range_that_is_not_read_and_becomes_an_empty_segment
         OffsetRange(topic, 0, 100, 250, lost=True),
         OffsetRange(topic, 1, 50, 60),
     ]
-    # Reading the lost range never touches Kafka: only its range row and a loss row.
+    # Reading the lost range never touches Kafka: it is all a loss, no record.
     batches = list(read_range(config, ranges[0]))
-    assert [b.num_rows for b in batches] == [1, 1]
-    written = write_ranges(config, iter(batches))
+    assert batches == [LostOffsets(100, 250)]
     store = local_stack.store(SOURCE, config.bucket(SOURCE))
+    written = [write_range(config, store, ranges[0], batches)]
     segments = store.list_segments(SOURCE, topic, 0)
     assert [(s.segment_key.start, s.segment_key.end) for s in segments] == [(100, 249)]
     assert written[0].segments[0].records == 0
@@ -67,12 +67,12 @@ def test_a_planned_range_gone_before_it_is_read_completes_with_skip(
             list(read_range(config, planned))
         return
     batches = list(read_range(config, planned))
-    assert [b.num_rows for b in batches] == [1, 1]  # the range row, the loss row
-    written = write_ranges(config, iter(batches))
+    assert batches == [LostOffsets(50, 60)]  # the whole range, no record
+    store = local_stack.store(SOURCE, config.bucket(SOURCE))
+    written = [write_range(config, store, planned, batches)]
     assert [(s.segment_key.start, s.segment_key.end, s.records) for s in written[0].segments] == [
         (50, 59, 0)
     ]
-    store = local_stack.store(SOURCE, config.bucket(SOURCE))
     [segment] = store.list_segments(SOURCE, topic, 0)
     assert store.open(segment).footer.source_data_loss
 

@@ -3,14 +3,14 @@ import pyarrow as pa
 
 from egress.driver_state import DriverState
 from egress.planning import OffsetRange
-from egress.record_arrow import ROW_SCHEMA, range_row, record_bytes, rows_to_segment
-from egress.segment_sink import (
-    SegmentsWritten,
+from egress.segment_rows import (
+    SEGMENT_ROW_SCHEMA,
     WrittenRange,
     WrittenSegment,
-    record_batch,
-    split_points,
+    segment_rows,
+    written_ranges,
 )
+from egress.segment_sink import SegmentsWritten, record_batch, record_bytes, split_points
 from replicator.core.segments.key import SegmentKey
 from tests.fixtures.records import every_shape, to_batch
 
@@ -46,30 +46,24 @@ def test_record_bytes_of_a_slice():
     assert list(record_bytes(batch.slice(6, 3))) == list(record_bytes(batch)[6:9])
 
 
-def _rows(records):
-    segment = to_batch(records)
-    return pa.RecordBatch.from_arrays(
+def test_segment_rows_give_the_sink_the_ranges_and_segments_the_task_wrote():
+    """What the reading task hands Spark (one row per segment) is, for the sink, the same
+    commit message the segments' writer made: ranges in order, each with its segments."""
+    first = WrittenRange(
+        OffsetRange("t", 1, 0, 100, topic_id="id-1"),
         [
-            *[pa.nulls(len(records), f.type) for f in ROW_SCHEMA][:4],
-            segment.column(0),
-            segment.column(1).cast(pa.int64()),
-            segment.column(2),
-            segment.column(3),
-            segment.column(4),
-            segment.column(5).cast(ROW_SCHEMA.field("headers").type),
-            pa.nulls(len(records), pa.string()),
+            WrittenSegment(SegmentKey("r", "t", 1, 0, 0, 59), 60, 6000, 2500),
+            WrittenSegment(SegmentKey("r", "t", 1, 0, 60, 99), 38, 3800, 1700),
         ],
-        schema=ROW_SCHEMA,
     )
-
-
-def test_rows_round_trip_to_the_segment_schema_and_drop_range_rows():
-    records = every_shape(start=10)
-    rows = pa.Table.from_batches(
-        [range_row(OffsetRange("t", 0, 10, 20)), _rows(records)]
-    ).combine_chunks()
-    segment = rows_to_segment(rows.to_batches()[0])
-    assert segment.to_pylist() == to_batch(records).to_pylist()
+    second = WrittenRange(
+        OffsetRange("u", 0, 5, 6), [WrittenSegment(SegmentKey("r", "u", 0, 0, 5, 5), 0, 0, 900)]
+    )
+    rows = [segment_rows(first), segment_rows(second)]
+    assert all(batch.schema == SEGMENT_ROW_SCHEMA for batch in rows)
+    assert [batch.num_rows for batch in rows] == [2, 1]
+    combined = pa.Table.from_batches(rows).combine_chunks().to_batches()
+    assert written_ranges("r", combined) == [first, second]
 
 
 def test_statistics_count_each_batch_once(tmp_path):

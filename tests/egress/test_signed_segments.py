@@ -10,9 +10,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from egress.catalog import SourceCatalog
 from egress.group_offsets import GroupOffsetsExporter
-from egress.kafka_source import read_range
+from egress.kafka_source import export_ranges
 from egress.planning import OffsetRange
-from egress.segment_sink import write_ranges
 from egress.topic_descriptor import DescriptorPublisher
 from replicator.core.groups.offsets_file import group_offsets_s3_key
 from replicator.core.groups.stored import read_group_offsets, read_group_offsets_at
@@ -31,7 +30,7 @@ def test_egress_signs_the_segments_it_writes(local_stack, egress_config, unique,
     _, path = egress_config({topic: {}})
     config = signed_config(path, monkeypatch)
 
-    written = write_ranges(config, iter(read_range(config, OffsetRange(topic, 0, 0, 10))))
+    written = list(export_ranges(config, [OffsetRange(topic, 0, 0, 10)]))
 
     assert [(s.segment_key.start, s.segment_key.end) for s in written[0].segments] == [(0, 9)]
     store = SegmentStore.for_region(config, SOURCE)
@@ -101,7 +100,7 @@ def test_the_segments_egress_writes_name_the_planned_topic_generation(
     assert topic_id is not None
     planned = OffsetRange(topic, 0, 0, 4, topic_id=topic_id)
 
-    [written] = write_ranges(config, iter(read_range(config, planned)))
+    [written] = export_ranges(config, [planned])
 
     store = SegmentStore.for_region(config, SOURCE)
     write_descriptor(store, SOURCE, topic, describe(topic, 1, {}, SOURCE, topic_id=topic_id))
