@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer
@@ -39,7 +40,8 @@ from infra.local_config import (
     security_material,
 )
 from infra.security import BROKER_USER, SERVICE_USERS
-from replicator.core.kafka.acls import describe_binding, describe_bindings
+from replicator.core.aws.errors import ObjectNotFoundError
+from replicator.core.kafka.acls import MAX_OBJECT_BYTES, describe_binding, describe_bindings
 from replicator.core.segments.key import topic_acls_s3_key
 from replicator.core.segments.store import SegmentStore
 from tests.fixtures.secured import SecuredStack
@@ -52,6 +54,9 @@ COPY = "orders.replayed"
 FORGED = "payments"
 """A second exported topic whose ``_acls.json`` the test forges in the destination."""
 FORGED_COPY = "payments.replayed"
+OVERSIZED = "refunds"
+"""A third, whose ``_acls.json`` the test replaces with one over the size allowed."""
+OVERSIZED_COPY = "refunds.replayed"
 GROUP = "app-orders"
 APP = "app"
 """The application's SCRAM user, made in the destination by the test."""
@@ -71,6 +76,7 @@ sync_acls = true
 
 [egress.topics."{TOPIC}"]
 [egress.topics."{FORGED}"]
+[egress.topics."{OVERSIZED}"]
 
 [ingress]
 region = "{DESTINATION_REGION}"
@@ -91,6 +97,12 @@ first_segment_delay = "0s"
 region = "{SOURCE_REGION}"
 topic = "{FORGED}"
 destination_topic = "{FORGED_COPY}"
+first_segment_delay = "0s"
+
+[[ingress.sources]]
+region = "{SOURCE_REGION}"
+topic = "{OVERSIZED}"
+destination_topic = "{OVERSIZED_COPY}"
 first_segment_delay = "0s"
 """
 
@@ -123,6 +135,7 @@ SOURCE_ACLS = [
     app_binding(ResourceType.GROUP, GROUP, AclOperation.READ),
     app_binding(ResourceType.TOPIC, TOPIC, AclOperation.ALL, "User:ops"),
     app_binding(ResourceType.TOPIC, FORGED, AclOperation.READ),
+    app_binding(ResourceType.TOPIC, OVERSIZED, AclOperation.READ),
 ]
 """The source's: the application reads and writes ``TOPIC``, reads its group and
 ``FORGED``; an operator holds ALL on ``TOPIC``."""
@@ -132,7 +145,8 @@ EXPECTED = {
     app_binding(ResourceType.TOPIC, COPY, AclOperation.READ, "User:ops"),
     app_binding(ResourceType.TOPIC, COPY, AclOperation.DESCRIBE, "User:ops"),
 }
-"""What the destination holds once ingress has copied: nothing of ``FORGED``'s."""
+"""What the destination holds once ingress has copied: nothing of ``FORGED``'s or
+``OVERSIZED``'s."""
 
 
 @dataclass
@@ -140,6 +154,7 @@ class Synced:
     stack: SecuredStack
     ingress_log: Path
     forged_key: str
+    oversized_key: str
 
 
 @pytest.fixture(scope="module")
@@ -156,7 +171,7 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synced]:
             stack = SecuredStack(config, path, root, material)
             users = {s: SERVICE_USERS[s] for s in ("egress", "ingress")}
             rows = read_acl_table(s3_sync_acls=True)
-            topics = {TOPIC: COPY, FORGED: FORGED_COPY}
+            topics = {TOPIC: COPY, FORGED: FORGED_COPY, OVERSIZED: OVERSIZED_COPY}
             for region in (SOURCE_REGION, DESTINATION_REGION):
                 apply_acls(stack.admin(region), acl_bindings(rows, users, topics, [GROUP]))
             source_with_a_group(stack)
@@ -164,21 +179,22 @@ def synced(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synced]:
             egress = stack.run("egress", "egress", "--stop-at-end", timeout=600)
             assert egress.returncode == 0, egress.stderr[-3000:]
             forged_key = forge_in_destination(stack)
+            oversized_key = oversize_in_destination(stack)
             ingress, log = stack.start("ingress", "ingress")
             try:
-                yield Synced(stack, log, forged_key)
+                yield Synced(stack, log, forged_key, oversized_key)
             finally:
                 ingress.terminate()
                 ingress.wait(60)
 
 
 def source_with_a_group(stack: SecuredStack) -> None:
-    """Both topics with records, and ``GROUP`` having read half of ``TOPIC``."""
+    """The topics with records, and ``GROUP`` having read half of ``TOPIC``."""
     admin = stack.admin(SOURCE_REGION)
-    for topic in (TOPIC, FORGED):
+    for topic in (TOPIC, FORGED, OVERSIZED):
         admin.create_topics([NewTopic(topic, 1)])[topic].result(timeout=30)
     producer = Producer(stack.admin_settings(SOURCE_REGION))
-    for topic in (TOPIC, FORGED):
+    for topic in (TOPIC, FORGED, OVERSIZED):
         for i in range(RECORDS):
             producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i)
     assert producer.flush(30) == 0
@@ -194,26 +210,38 @@ def source_with_a_group(stack: SecuredStack) -> None:
 def forge_in_destination(stack: SecuredStack) -> str:
     """Once bucket replication has carried egress's ``_acls.json`` of ``FORGED`` to the
     destination, a bucket writer without the key adds a grant to it there; its key."""
-    prefix = stack.config.s3.prefix
-    key = topic_acls_s3_key(prefix, SOURCE_REGION, FORGED)
-    exported = SegmentStore.for_region(stack.config, SOURCE_REGION).get_json(key)
+    key, exported, destination = replicated_acls(stack, FORGED)
     assert exported["signature"], exported
+    forged = {**exported, "bindings": [*exported["bindings"]]}
+    app = next(b for b in exported["bindings"] if b["principal"] == f"User:{APP}")
+    forged["bindings"].append({**app, "principal": "User:mallory"})
+    destination.put_json(key, forged)
+    return key
+
+
+def oversize_in_destination(stack: SecuredStack) -> str:
+    """``OVERSIZED``'s object replaced, once replicated, by one over the bytes allowed."""
+    key, exported, destination = replicated_acls(stack, OVERSIZED)
+    destination.put_json(key, {**exported, "padding": "x" * MAX_OBJECT_BYTES})
+    return key
+
+
+def replicated_acls(stack: SecuredStack, topic: str) -> tuple[str, dict[str, Any], SegmentStore]:
+    """``topic``'s ``_acls.json`` key, what egress wrote there (granting the application),
+    and the destination's store, once bucket replication has carried it there."""
+    key = topic_acls_s3_key(stack.config.s3.prefix, SOURCE_REGION, topic)
+    exported = SegmentStore.for_region(stack.config, SOURCE_REGION).get_json(key)
     assert f"User:{APP}" in {b["principal"] for b in exported["bindings"]}, exported
     destination = SegmentStore.for_region(stack.config, DESTINATION_REGION)
     deadline = time.monotonic() + 60
     while True:
         try:
             if destination.get_json(key) == exported:
-                break
-        except Exception:
+                return key, exported, destination
+        except ObjectNotFoundError:
             pass
         assert time.monotonic() < deadline, f"{key} never reached the destination bucket"
         time.sleep(0.5)
-    forged = {**exported, "bindings": [*exported["bindings"]]}
-    app = next(b for b in exported["bindings"] if b["principal"] == f"User:{APP}")
-    forged["bindings"].append({**app, "principal": "User:mallory"})
-    destination.put_json(key, forged)
-    return key
 
 
 def applications(admin: AdminClient) -> set[AclBinding]:
@@ -267,6 +295,21 @@ def test_a_forged_acls_object_is_refused_naming_its_key_and_copies_nothing(synce
     assert "signature matches none of the configured keys" in refusals[0]
     copied = {b for b in applications(destination) if b.name == FORGED_COPY}
     assert copied == set(), sorted(map(describe_binding, copied))
+
+
+def test_an_oversized_acls_object_is_refused_before_it_is_read(synced):
+    destination = synced.stack.admin(DESTINATION_REGION)
+    wait_for_bindings(destination, EXPECTED, synced.ingress_log)
+    refusals = [
+        line
+        for line in synced.ingress_log.read_text().splitlines()
+        if "ERROR" in line and synced.oversized_key in line
+    ]
+    assert refusals, synced.ingress_log.read_text()[-3000:]
+    print(f"ingress refused the oversized object: {refusals[0]}")
+    assert f"ACLs of {SOURCE_REGION}/{OVERSIZED} not copied: size " in refusals[0]
+    assert f"over the {MAX_OBJECT_BYTES} allowed" in refusals[0]
+    assert not {b for b in applications(destination) if b.name == OVERSIZED_COPY}
 
 
 def app_user(stack: SecuredStack) -> dict[str, str]:
