@@ -14,8 +14,9 @@ ever deleted (a binding revoked in the source is the operator's to revoke here t
 Anyone who can write to the bucket can write these objects, and an ACL is a grant: one
 that is unsigned or signed by no accepted key where the deployment signs, too large, or
 not in the format, is refused with an ERROR naming its S3 object key, and that topic's
-ACLs are skipped for the round; the other topics' go on. A topic without an object (egress
-without ``sync_acls``, or not yet) is skipped quietly.
+ACLs are skipped for the round; the other topics' go on. The ERROR is logged again only
+when the refusal changes. A topic without an object (egress without ``sync_acls``, or not
+yet) is skipped quietly.
 
 Only the instance owning segment-events partition 0 syncs, as for group offsets. A failed
 round is logged and the next one retries; the data path never waits for it.
@@ -74,6 +75,8 @@ class AclSync(threading.Thread):
         self._sources = sources
         self._leading = leading
         self._stopping = threading.Event()
+        self._refused: dict[str, str] = {}
+        """Why each refused object (by S3 object key) was refused last: logged once."""
         if not self._store.keys.required:
             log.warning(
                 "[ingress] sync_acls without [s3] signing keys: whoever can write to the "
@@ -132,8 +135,11 @@ class AclSync(threading.Thread):
         except (AclObjectError, StorageError) as exc:
             if isinstance(exc, StorageError) and exc.operation not in UNUSABLE_OBJECT:
                 raise
-            log.error("ACLs of %s/%s not copied: %s", source.region, source.topic, exc)
+            if self._refused.get(key) != str(exc):  # once per refusal, not every round
+                log.error("ACLs of %s/%s not copied: %s", source.region, source.topic, exc)
+            self._refused[key] = str(exc)
             return []
+        self._refused.pop(key, None)
         return destination_copies(record, source, synced_groups(self._ingress))
 
 
