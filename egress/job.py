@@ -19,6 +19,7 @@ from typing import Any
 
 from pyspark.errors import StreamingQueryException
 
+from egress.acl_export import AclExporter
 from egress.catalog import SourceCatalog
 from egress.checkpoint_files import checkpoint_file_settings
 from egress.driver_state import DriverState, RunDirectory
@@ -210,6 +211,7 @@ class EgressJob:
         descriptors = DescriptorPublisher(config, catalog)
         descriptors.publish()
         groups = GroupOffsetsExporter(config, catalog)
+        acls = AclExporter(config, catalog)
 
         spark = self._spark or spark_session(
             self.master,
@@ -250,7 +252,7 @@ class EgressJob:
                 "until the current end" if self.stop_at_end else "streaming",
             )
             try:
-                segments = self._supervise(query, metrics, descriptors, groups)
+                segments = self._supervise(query, metrics, descriptors, groups, acls)
             finally:
                 metrics.close()
                 if self._spark is None:
@@ -272,6 +274,7 @@ class EgressJob:
         metrics: EgressMetrics,
         descriptors: DescriptorPublisher,
         groups: GroupOffsetsExporter,
+        acls: AclExporter,
     ) -> int:
         """Watch the running query until it ends or a stop is requested; the segments
         written.
@@ -280,7 +283,7 @@ class EgressJob:
         Group offsets are exported once more after the query ended, so that a
         ``stop_at_end`` run leaves the offsets of the time its data was exported."""
         segments = 0
-        next_housekeeping = next_group_export = next_start_check = 0.0
+        next_housekeeping = next_group_export = next_start_check = next_acl_export = 0.0
         failure: BaseException | None = None
         while query.isActive:
             self._loop_beat.beat()
@@ -303,6 +306,9 @@ class EgressJob:
             if groups.enabled and time.monotonic() >= next_group_export:
                 next_group_export = time.monotonic() + self.egress.group_offsets_interval
                 groups.export()
+            if acls.enabled and time.monotonic() >= next_acl_export:
+                next_acl_export = time.monotonic() + self.egress.acl_export_interval
+                acls.export()
         failure = failure or query.exception()
         segments += self._observe(query, metrics)
         metrics.refresh()
@@ -312,6 +318,7 @@ class EgressJob:
             raise EgressFailedError(f"egress stopped: {cause}")
         descriptors.publish_new_starts()
         groups.export()
+        acls.export()
         return segments
 
     def _observe(self, query: Any, metrics: EgressMetrics) -> int:

@@ -34,6 +34,9 @@ SECTION = "## ACLs each service needs"
 SYNC_ACLS_SECTION = "## ACLs the relay's sync_acls adds"
 """A table of the same columns: what ``[relay] sync_acls = true`` needs on top of
 :data:`SECTION` (granted only to a relay that has it on)."""
+S3_SYNC_ACLS_SECTION = "## ACLs the S3 path's sync_acls adds"
+"""What ``[egress] sync_acls`` and ``[ingress] sync_acls`` need on top of :data:`SECTION`
+(granted only where they are on)."""
 DOC = Path(__file__).resolve().parent.parent / "docs" / "security.md"
 SOURCE_TOPIC = "<source topic>"
 DESTINATION_TOPIC = "<destination topic>"
@@ -105,11 +108,16 @@ def _row(cells: list[str], number: int) -> AclRow:
     return AclRow(service.strip("`"), resource, named.group(1), pattern, operation)
 
 
-def read_acl_table(path: Path = DOC, *, sync_acls: bool = False) -> list[AclRow]:
-    """The rows of :data:`SECTION`, and with ``sync_acls`` (a relay with ``[relay]
-    sync_acls = true``) those of :data:`SYNC_ACLS_SECTION` too."""
+def read_acl_table(
+    path: Path = DOC, *, sync_acls: bool = False, s3_sync_acls: bool = False
+) -> list[AclRow]:
+    """The rows of :data:`SECTION`, with ``sync_acls`` (a relay with ``[relay] sync_acls
+    = true``) those of :data:`SYNC_ACLS_SECTION` too, and with ``s3_sync_acls`` (egress
+    and ingress with ``sync_acls = true``) those of :data:`S3_SYNC_ACLS_SECTION`."""
     markdown = path.read_text(encoding="utf-8")
     extra = parse_acl_table(markdown, SYNC_ACLS_SECTION) if sync_acls else []
+    if s3_sync_acls:
+        extra += parse_acl_table(markdown, S3_SYNC_ACLS_SECTION)
     return parse_acl_table(markdown) + extra
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
+from ingress.acl_sync import acl_sync as make_acl_sync
 from ingress.group_sync import group_sync as make_group_sync
 from ingress.metrics import IngressMetrics
 from ingress.segment_events import SegmentEvent
@@ -349,6 +350,11 @@ class IngressService:
         if self.ingress.sync_group_offsets:
             group_sync.start()
             self._group_sync = group_sync
+        acl_sync = make_acl_sync(
+            self.config, self.kafka, lambda: list(self.sources), lambda: 0 in self._owned_events
+        )
+        if acl_sync is not None:
+            acl_sync.start()
         consumer = Consumer(
             {
                 **self.kafka,
@@ -400,6 +406,8 @@ class IngressService:
             consumer.close()
             self.workers.stop()
             group_sync.stop()
+            if acl_sync is not None:
+                acl_sync.stop()
             if bridge is not None:
                 bridge.stop()
                 bridge.join(10)

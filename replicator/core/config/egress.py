@@ -82,6 +82,14 @@ class EgressConfig(_Model):
     exported topics are exported beside the segments, for failover."""
     group_offsets_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 10.0
     """How often the offsets of ``consumer_groups`` are exported."""
+    sync_acls: bool = False
+    """Export the READ and DESCRIBE ACLs of each exported topic, and of the consumer groups
+    whose offsets are exported, to ``_acls.json`` beside its descriptor (signed where the
+    deployment signs), for ``[ingress] sync_acls`` to copy. The source's ACLs are read
+    with DESCRIBE on the cluster, which egress holds already: see docs/security.md."""
+    acl_export_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 60.0
+    """How often, with ``sync_acls``, the source's ACLs are read and changed objects
+    written."""
     skip_replicated: bool = False
     """Leave records that carry a ``replicator.source`` header out of the export (their
     offsets stay covered): two regions can then mirror each other's topics."""

@@ -177,6 +177,15 @@ class IngressConfig(_Model):
     """At most this many exported groups (those matching ``consumer_groups``, in id order)
     are read and synced per topic; more are left out with a warning (a bucket filled with
     forged groups costs at most this many reads a round)."""
+    sync_acls: bool = False
+    """Copy the READ and DESCRIBE ACLs that egress exported (``[egress] sync_acls``) onto
+    the replayed topics' destinations, and onto the exported groups ``consumer_groups``
+    names, creating only missing ones (LITERAL, WRITE never, nothing deleted), so that
+    applications can fail over without an admin step. Ingress's user then needs ALTER on
+    the destination cluster, and the objects should be signed: see docs/security.md."""
+    acl_sync_interval: Annotated[float, AS_DURATION, Field(gt=0)] = 60.0
+    """How often, with ``sync_acls``, the exported ACLs are read and missing copies
+    created."""
     max_partitions: Annotated[int, Field(ge=1, le=100_000)] = 10_000
     """A topic descriptor naming more partitions than this is refused (its source is not
     replayed, with an error naming it): no destination is created or grown past it.

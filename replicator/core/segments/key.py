@@ -22,6 +22,7 @@ MAX_OFFSET = 2**63 - 1
 MAX_PARTITION = 9_999_999_999
 """The highest partition number a segment key can spell (10 digits)."""
 TOPIC_DESCRIPTOR = "_topic.json"
+TOPIC_ACLS = "_acls.json"
 
 # Matched with fullmatch: ``$`` would also accept a trailing newline ("a\n"), letting a
 # forged S3 key ending in %0A parse to another segment's identity.
@@ -120,6 +121,11 @@ def partition_s3_prefix(prefix: str, region: str, topic: str, partition: int) ->
 def topic_descriptor_s3_key(prefix: str, region: str, topic: str) -> str:
     """The S3 object key of a topic's descriptor (partition count and configs)."""
     return topic_s3_prefix(prefix, region, topic) + TOPIC_DESCRIPTOR
+
+
+def topic_acls_s3_key(prefix: str, region: str, topic: str) -> str:
+    """The S3 object key of the read side of a topic's ACLs (``[egress] sync_acls``)."""
+    return topic_s3_prefix(prefix, region, topic) + TOPIC_ACLS
 
 
 def _parse_s3_key(key: str, prefix: str) -> SegmentKey:
