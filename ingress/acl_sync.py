@@ -25,8 +25,6 @@ round is logged and the next one retries; the data path never waits for it.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,7 +33,6 @@ from confluent_kafka.admin import AclBinding, AdminClient, ResourceType
 from ingress.group_sync import synced_groups
 from replicator.core.aws.errors import ObjectNotFoundError, StorageError
 from replicator.core.config import Config, IngressSource, required
-from replicator.core.errors import ReplicatorError
 from replicator.core.groups.offsets_file import GroupSelection
 from replicator.core.kafka.acls import (
     MAX_OBJECT_BYTES,
@@ -47,17 +44,15 @@ from replicator.core.kafka.acls import (
     create_missing,
     describe_binding,
 )
+from replicator.core.leader_rounds import LeaderRounds
 from replicator.core.segments.descriptor import UNUSABLE_OBJECT
 from replicator.core.segments.key import topic_acls_s3_key
 from replicator.core.segments.store import SegmentStore
 
 log = logging.getLogger(__name__)
 
-LEADERSHIP_POLL = 1.0
-"""How often an instance that does not sync looks whether it has become the one."""
 
-
-class AclSync(threading.Thread):
+class AclSync(LeaderRounds):
     def __init__(
         self,
         config: Config,
@@ -67,14 +62,13 @@ class AclSync(threading.Thread):
     ) -> None:
         """``kafka``: the destination's client settings; ``sources``: the concrete
         sources now; ``leading``: whether this instance is the one that syncs now."""
-        super().__init__(name="acl-sync", daemon=True)
+        ingress = required(config, "ingress")
+        super().__init__("acl-sync", "ACL sync", ingress.acl_sync_interval, leading)
         self._config = config
-        self._ingress = required(config, "ingress")
+        self._ingress = ingress
         self._destination = AdminClient(kafka)
         self._store = SegmentStore.for_region(config, self._ingress.region)
         self._sources = sources
-        self._leading = leading
-        self._stopping = threading.Event()
         self._refused: dict[str, str] = {}
         """Why each refused object (by S3 object key) was refused last: logged once."""
         if not self._store.keys.required:
@@ -83,22 +77,8 @@ class AclSync(threading.Thread):
                 "bucket can grant any principal READ on the replayed topics"
             )
 
-    def stop(self) -> None:
-        self._stopping.set()
-
-    def run(self) -> None:
-        due = time.monotonic()  # the first round as soon as this instance leads
-        poll = min(LEADERSHIP_POLL, self._ingress.acl_sync_interval)
-        while not self._stopping.wait(poll):
-            if not self._leading() or time.monotonic() < due:
-                continue
-            due = time.monotonic() + self._ingress.acl_sync_interval
-            try:
-                self.sync_once()
-            except ReplicatorError as exc:
-                log.warning("ACL sync failed, retrying later: %s", exc)
-            except Exception:
-                log.exception("ACL sync failed, retrying later")
+    def round(self) -> None:
+        self.sync_once()
 
     def sync_once(self) -> list[AclBinding]:
         """Create the missing copies; the bindings created."""

@@ -14,8 +14,6 @@ one retries; the data path never waits for it.
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +21,6 @@ from confluent_kafka.admin import AclBinding, AdminClient
 
 from relay.groups import upstream_committed
 from replicator.core.config import Config, required
-from replicator.core.errors import ReplicatorError
 from replicator.core.kafka.acls import (
     copied_bindings,
     create_missing,
@@ -32,40 +29,23 @@ from replicator.core.kafka.acls import (
 )
 from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.errors import BrokerError
+from replicator.core.leader_rounds import LeaderRounds
 
 log = logging.getLogger(__name__)
 
-LEADERSHIP_POLL = 1.0
-"""How often an instance that does not sync looks whether it has become the one."""
 
-
-class AclSync(threading.Thread):
+class AclSync(LeaderRounds):
     def __init__(self, config: Config, kafka: dict[str, Any], leading: Callable[[], bool]) -> None:
         """``kafka``: the destination's client settings; ``leading``: whether this
         instance is the one that syncs now."""
-        super().__init__(name="acl-sync", daemon=True)
+        relay = required(config, "relay")
+        super().__init__("acl-sync", "ACL sync", relay.acl_sync_interval, leading)
         self._config = config
-        self._relay = required(config, "relay")
+        self._relay = relay
         self._destination = AdminClient(kafka)
-        self._leading = leading
-        self._stopping = threading.Event()
 
-    def stop(self) -> None:
-        self._stopping.set()
-
-    def run(self) -> None:
-        due = time.monotonic()  # the first round as soon as this instance leads
-        poll = min(LEADERSHIP_POLL, self._relay.acl_sync_interval)
-        while not self._stopping.wait(poll):
-            if not self._leading() or time.monotonic() < due:
-                continue
-            due = time.monotonic() + self._relay.acl_sync_interval
-            try:
-                self.sync_once()
-            except ReplicatorError as exc:
-                log.warning("ACL sync failed, retrying later: %s", exc)
-            except Exception:
-                log.exception("ACL sync failed, retrying later")
+    def round(self) -> None:
+        self.sync_once()
 
     def sync_once(self) -> list[AclBinding]:
         """Create the missing copies; the bindings created."""

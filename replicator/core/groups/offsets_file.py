@@ -25,7 +25,6 @@ is signed for its own key.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,7 +34,12 @@ from urllib.parse import quote, unquote
 from replicator.core.decimal_text import parse_decimal
 from replicator.core.groups.errors import GroupOffsetsError
 from replicator.core.segments.key import MAX_OFFSET, MAX_PARTITION, topic_s3_prefix
-from replicator.core.segments.signing import SigningKeys, object_message
+from replicator.core.segments.signing import (
+    OBJECT_SIGNATURE_FIELD,
+    SigningKeys,
+    object_signature_problem,
+    signed_object,
+)
 
 FORMAT_VERSION = 1
 GROUPS_DIRECTORY = "_groups"
@@ -44,7 +48,7 @@ SUFFIX = ".json"
 MAX_OBJECT_BYTES = 4 * 1024**2
 """Far above any real group's offsets (a partition costs ~30 bytes); a larger object is
 refused before it is parsed."""
-SIGNATURE_FIELD = "signature"
+SIGNATURE_FIELD = OBJECT_SIGNATURE_FIELD
 MAX_GROUP_ID_CHARS = 255
 TIME_DIGITS = 13
 """History keys' times in ms are zero-padded to 13 digits (sorted in time order until 2286)."""
@@ -110,21 +114,13 @@ class GroupOffsets:
         )
 
 
-def _canonical(record: GroupOffsets) -> bytes:
-    return json.dumps(record.to_json(), sort_keys=True, separators=(",", ":")).encode()
-
-
 def signed_json(record: GroupOffsets, s3_key: str, keys: SigningKeys) -> dict[str, Any]:
     """``record``'s value to store at ``s3_key``: signed where the deployment requires
     signatures (:class:`GroupOffsetsError` if this process holds no key to sign with)."""
-    data = record.to_json()
-    if keys.required:
-        try:
-            signature = keys.sign(object_message(s3_key, _canonical(record)))
-        except ValueError as exc:
-            raise GroupOffsetsError(f"{s3_key}: not written: {exc}") from None
-        data[SIGNATURE_FIELD] = signature.decode()
-    return data
+    try:
+        return signed_object(record.to_json(), s3_key, keys)
+    except ValueError as exc:
+        raise GroupOffsetsError(f"{s3_key}: not written: {exc}") from None
 
 
 def signature_problem(
@@ -132,7 +128,7 @@ def signature_problem(
 ) -> str | None:
     """Why the object at ``s3_key`` (``data``, parsed as ``record``) is not signed by one
     of ``keys`` (None: it is, or the deployment does not sign)."""
-    return keys.check_field(object_message(s3_key, _canonical(record)), data.get(SIGNATURE_FIELD))
+    return object_signature_problem(data, record.to_json(), s3_key, keys)
 
 
 def groups_s3_prefix(prefix: str, region: str, topic: str) -> str:

@@ -32,7 +32,6 @@ topic, a prefixed pattern).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -53,7 +52,12 @@ from confluent_kafka.admin import (
 from replicator.core.errors import ReplicatorError
 from replicator.core.kafka.clients import AUTHORIZATION_FAILED
 from replicator.core.kafka.errors import AuthorizationError, BrokerError
-from replicator.core.segments.signing import SigningKeys, object_message
+from replicator.core.segments.signing import (
+    OBJECT_SIGNATURE_FIELD,
+    SigningKeys,
+    object_signature_problem,
+    signed_object,
+)
 from replicator.core.untrusted_text import escape
 
 ADMIN_TIMEOUT = 30.0
@@ -76,7 +80,7 @@ MAX_BINDINGS = 4096
 """More bindings than this in one object are refused."""
 MAX_NAME_CHARS = 1024
 """A principal, host or resource name longer than this is refused."""
-SIGNATURE_FIELD = "signature"
+SIGNATURE_FIELD = OBJECT_SIGNATURE_FIELD
 _PRINCIPAL = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}:[^\x00-\x1f\x7f]+")
 """``Type:name`` (``User:app``), no control characters."""
 _RESOURCES = {"TOPIC": ResourceType.TOPIC, "GROUP": ResourceType.GROUP}
@@ -322,30 +326,20 @@ def _parse_binding(entry: Any, where: str) -> AclBinding:
     )
 
 
-def _canonical(record: TopicAcls) -> bytes:
-    return json.dumps(record.to_json(), sort_keys=True, separators=(",", ":")).encode()
-
-
 def signed_acls_json(record: TopicAcls, s3_key: str, keys: SigningKeys) -> dict[str, Any]:
     """``record``'s value to store at ``s3_key``: signed where the deployment requires
     signatures (:class:`AclObjectError` if this process holds no key to sign with)."""
-    data = record.to_json()
-    if keys.required:
-        try:
-            signature = keys.sign(object_message(s3_key, _canonical(record)))
-        except ValueError as exc:
-            raise AclObjectError(f"{s3_key}: not written: {exc}") from None
-        data[SIGNATURE_FIELD] = signature.decode()
-    return data
+    try:
+        return signed_object(record.to_json(), s3_key, keys)
+    except ValueError as exc:
+        raise AclObjectError(f"{s3_key}: not written: {exc}") from None
 
 
 def checked_acls(data: Any, s3_key: str, keys: SigningKeys) -> TopicAcls:
     """The object read from ``s3_key``, validated and its signature checked (where the
     deployment signs): :class:`AclObjectError` naming the key otherwise."""
     record = TopicAcls.from_json(data, s3_key)
-    problem = keys.check_field(
-        object_message(s3_key, _canonical(record)), data.get(SIGNATURE_FIELD)
-    )
+    problem = object_signature_problem(data, record.to_json(), s3_key, keys)
     if problem is not None:
         raise AclObjectError(f"{s3_key}: {problem}")
     return record

@@ -60,9 +60,11 @@ import base64
 import binascii
 import hashlib
 import hmac
+import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -279,6 +281,34 @@ def check_footer_signature(keys: SigningKeys, s3_key: str, footer: bytes) -> str
 
 def object_message(s3_key: str, canonical: bytes) -> bytes:
     return GROUP_OFFSETS_DOMAIN + s3_key.encode() + b"\n" + canonical
+
+
+OBJECT_SIGNATURE_FIELD = "signature"
+"""The field of a small JSON object (group offsets, ACLs) that holds its signature."""
+
+
+def canonical_json(content: dict[str, Any]) -> bytes:
+    """The one spelling of a small object's content that its signature covers."""
+    return json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
+
+
+def signed_object(content: dict[str, Any], s3_key: str, keys: SigningKeys) -> dict[str, Any]:
+    """``content`` as stored at ``s3_key``: with its signature where the deployment
+    requires signatures (``ValueError`` if this process holds no key to sign with)."""
+    if not keys.required:
+        return content
+    signature = keys.sign(object_message(s3_key, canonical_json(content)))
+    return {**content, OBJECT_SIGNATURE_FIELD: signature.decode()}
+
+
+def object_signature_problem(
+    stored: dict[str, Any], content: dict[str, Any], s3_key: str, keys: SigningKeys
+) -> str | None:
+    """Why ``stored`` (read from ``s3_key``; ``content``: what it says, as parsed) is not
+    signed by one of ``keys`` (None: it is, or the deployment does not sign)."""
+    return keys.check_field(
+        object_message(s3_key, canonical_json(content)), stored.get(OBJECT_SIGNATURE_FIELD)
+    )
 
 
 def descriptor_message(s3_key: str, canonical: bytes) -> bytes:
