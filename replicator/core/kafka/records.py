@@ -30,9 +30,13 @@ def message_columns(messages: Sequence[Any], headers_type: pa.ListType) -> Messa
     """The columns of confluent-kafka ``messages`` (none an error), in order; headers as a
     list array of ``headers_type`` (a list of structs of ``key`` string, ``value`` binary)."""
     n = len(messages)
-    timestamps = [m.timestamp() for m in messages]
+    # Column by column, each a comprehension over the messages and one Arrow conversion:
+    # the cheapest spelling measured (zip(*) for the timestamp pairs: 0.2 us a record
+    # against 0.56 for two comprehensions; a list then np.array for the header counts).
+    pairs = [m.timestamp() for m in messages]
+    timestamp_types, timestamp_ms = zip(*pairs, strict=True) if n else ((), ())
     headers = [m.headers() for m in messages]
-    counts = np.fromiter((len(h) if h else 0 for h in headers), dtype=np.int32, count=n)
+    counts = np.array([len(h) if h else 0 for h in headers], dtype=np.int32)
     list_offsets = np.zeros(n + 1, dtype=np.int32)
     np.cumsum(counts, out=list_offsets[1:])
     flat = [pair for h in headers if h for pair in h]
@@ -45,8 +49,8 @@ def message_columns(messages: Sequence[Any], headers_type: pa.ListType) -> Messa
     )
     return MessageColumns(
         pa.array([m.offset() for m in messages], pa.int64()),
-        pa.array([t[1] for t in timestamps], pa.int64()),
-        pa.array([t[0] for t in timestamps], pa.int8()),
+        pa.array(timestamp_ms, pa.int64()),
+        pa.array(timestamp_types, pa.int8()),
         pa.array([m.key() for m in messages], pa.binary()),
         pa.array([m.value() for m in messages], pa.binary()),
         pa.ListArray.from_arrays(pa.array(list_offsets), header_structs, type=headers_type),
