@@ -9,22 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
-    AclPermissionType,
-    AdminClient,
     NewTopic,
-    ResourcePatternType,
     ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
 from infra.acls import acl_bindings, apply_acls, read_acl_table
@@ -35,8 +28,17 @@ from infra.local_config import (
     running_stack,
     security_material,
 )
-from infra.security import BROKER_USER, SERVICE_USERS
-from replicator.core.kafka.acls import describe_binding, describe_bindings
+from infra.security import SERVICE_USERS
+from tests.fixtures.application import (
+    APP,
+    app_binding,
+    app_user,
+    applications,
+    first_record_read_as,
+    produce_as,
+    wait_for_bindings,
+    wait_for_group_offset,
+)
 from tests.fixtures.secured import SecuredStack
 
 pytestmark = pytest.mark.integration
@@ -44,9 +46,6 @@ pytestmark = pytest.mark.integration
 TOPIC = "orders"
 COPY = "orders.relayed"
 GROUP = "app-orders"
-APP = "app"
-"""The application's SCRAM user, made in the destination by the test."""
-APP_PASSWORD = "app-password-for-the-test"
 RECORDS = 10
 
 
@@ -88,20 +87,6 @@ def relay_bindings(*, sync_acls: bool) -> list[AclBinding]:
     return acl_bindings(read_acl_table(sync_acls=sync_acls), relay, {TOPIC: COPY}, [GROUP])
 
 
-def app_binding(
-    resource: ResourceType, name: str, operation: AclOperation, principal: str = f"User:{APP}"
-) -> AclBinding:
-    return AclBinding(
-        resource,
-        name,
-        ResourcePatternType.LITERAL,
-        principal,
-        "*",
-        operation,
-        AclPermissionType.ALLOW,
-    )
-
-
 SOURCE_ACLS = [
     app_binding(ResourceType.TOPIC, TOPIC, AclOperation.READ),
     app_binding(ResourceType.TOPIC, TOPIC, AclOperation.WRITE),
@@ -110,12 +95,6 @@ SOURCE_ACLS = [
 ]
 """The source's: the application reads and writes the topic and reads its group; an
 operator holds ALL on the topic."""
-
-
-def applications(admin: AdminClient, where: str) -> set[AclBinding]:
-    """The cluster's bindings for principals other than the replicator's services."""
-    services = {f"User:{user}" for user in SERVICE_USERS.values()}
-    return {b for b in describe_bindings(admin, where) if b.principal not in services}
 
 
 def source_with_a_group(stack: SecuredStack) -> None:
@@ -135,31 +114,6 @@ def source_with_a_group(stack: SecuredStack) -> None:
         consumer.close()
 
 
-def app_user(stack: SecuredStack) -> dict[str, str]:
-    """The application's SCRAM user, made in the destination; its client settings there."""
-    upsertion = UserScramCredentialUpsertion(
-        APP, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), APP_PASSWORD.encode()
-    )
-    admin = stack.admin(DESTINATION_REGION)
-    for future in admin.alter_user_scram_credentials([upsertion]).values():
-        future.result(timeout=30)
-    settings = stack.material.client_settings(BROKER_USER)
-    return {
-        **settings,
-        "bootstrap.servers": stack.config.region(DESTINATION_REGION).kafka.bootstrap_servers,
-        "sasl.username": APP,
-        "sasl.password": APP_PASSWORD,
-    }
-
-
-def wait_for_bindings(admin: AdminClient, wanted: set[AclBinding]) -> None:
-    deadline = time.monotonic() + 60
-    while missing := wanted - applications(admin, DESTINATION_REGION):
-        absent = ", ".join(sorted(map(describe_binding, missing)))
-        assert time.monotonic() < deadline, f"absent from the destination: {absent}"
-        time.sleep(0.5)
-
-
 def test_without_alter_on_the_cluster_the_sync_names_the_grant_and_the_relay_goes_on(secured):
     """The relay's user holds every ACL of the main table but not the option's ALTER on
     the cluster: each round is refused and says what to grant; nothing is copied, and the
@@ -174,8 +128,8 @@ def test_without_alter_on_the_cluster_the_sync_names_the_grant_and_the_relay_goe
         refusal = next(line for line in log.read_text().splitlines() if "ACL sync failed" in line)
         print(f"the relay without ALTER on the cluster logged: {refusal}")
         assert "(CLUSTER_AUTHORIZATION_FAILED): sync_acls needs ALTER on the cluster" in refusal
-        assert applications(destination, DESTINATION_REGION) == set()
-        wait_for_group_offset(destination, RECORDS // 2, log)  # the relay goes on
+        assert applications(destination) == set()
+        wait_for_group_offset(destination, GROUP, COPY, RECORDS // 2, log)  # the relay goes on
         assert relay.poll() is None, log.read_text()[-3000:]
     finally:
         relay.terminate()
@@ -195,63 +149,22 @@ def test_an_applications_read_acls_reach_the_destination_and_its_write_does_not(
     destination = secured.admin(DESTINATION_REGION)
     relay, log = secured.start("relay", "relay")
     try:
-        wait_for_bindings(destination, expected)
+        wait_for_bindings(destination, expected, seconds=60)
         time.sleep(3)  # three more rounds: nothing created twice, nothing more
-        assert applications(destination, DESTINATION_REGION) == expected
+        assert applications(destination) == expected
         text = log.read_text()
         assert relay.poll() is None, text[-3000:]
         created = [line for line in text.splitlines() if "created ACL" in line]
         assert len(created) == len(expected), created
         assert f"created ACL ALLOW READ on topic '{COPY}' for User:{APP} from host *" in text
 
-        wait_for_group_offset(destination, RECORDS // 2, log)
+        wait_for_group_offset(destination, GROUP, COPY, RECORDS // 2, log)
         app = app_user(secured)
-        assert first_record_read_as(app) == (b"k%d" % (RECORDS // 2), b"v%d" % (RECORDS // 2))
-        assert produce_as(app) == "TOPIC_AUTHORIZATION_FAILED"
+        assert first_record_read_as(app, GROUP, COPY) == (
+            b"k%d" % (RECORDS // 2),
+            b"v%d" % (RECORDS // 2),
+        )
+        assert produce_as(app, COPY) == "TOPIC_AUTHORIZATION_FAILED"
     finally:
         relay.terminate()
         relay.wait(60)
-
-
-def wait_for_group_offset(admin: AdminClient, offset: int, log: Path) -> None:
-    """Until the relay's group sync has committed ``offset`` for ``GROUP`` on the
-    replica."""
-    deadline = time.monotonic() + 90
-    wanted = [ConsumerGroupTopicPartitions(GROUP, [KafkaTopicPartition(COPY, 0)])]
-    while True:
-        listed = admin.list_consumer_group_offsets(wanted)[GROUP].result(timeout=30)
-        if listed.topic_partitions[0].offset == offset:
-            return
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(0.5)
-
-
-def first_record_read_as(settings: dict[str, str]) -> tuple[bytes, bytes]:
-    """The first record ``GROUP`` reads from the replica, as the application, where the
-    relay's group sync committed its translated offset."""
-    consumer = Consumer({**settings, "group.id": GROUP, "auto.offset.reset": "earliest"})
-    consumer.subscribe([COPY])
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            assert error is None or error.code() == KafkaError._PARTITION_EOF, error
-            if error is None:
-                return message.key() or b"", message.value() or b""
-        raise AssertionError(f"the application read nothing from {COPY}")
-    finally:
-        consumer.close()
-
-
-def produce_as(settings: dict[str, str]) -> str:
-    """The error the destination gives the application producing to the replica."""
-    producer = Producer({**settings, "message.timeout.ms": 10_000})
-    errors: list[str] = []
-    producer.produce(
-        COPY, b"forked", on_delivery=lambda e, _m: errors.append(e.name() if e else "")
-    )
-    producer.flush(30)
-    return errors[0] if errors else "not delivered"

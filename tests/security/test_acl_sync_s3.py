@@ -16,19 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import (
-    AclBinding,
     AclOperation,
-    AclPermissionType,
-    AdminClient,
     NewTopic,
-    ResourcePatternType,
     ResourceType,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
 from infra.acls import acl_bindings, apply_acls, read_acl_table
@@ -39,11 +32,21 @@ from infra.local_config import (
     running_stack,
     security_material,
 )
-from infra.security import BROKER_USER, SERVICE_USERS
+from infra.security import SERVICE_USERS
 from replicator.core.aws.errors import ObjectNotFoundError
-from replicator.core.kafka.acls import MAX_OBJECT_BYTES, describe_binding, describe_bindings
+from replicator.core.kafka.acls import MAX_OBJECT_BYTES, describe_binding
 from replicator.core.segments.key import topic_acls_s3_key
 from replicator.core.segments.store import SegmentStore
+from tests.fixtures.application import (
+    APP,
+    app_binding,
+    app_user,
+    applications,
+    first_record_read_as,
+    produce_as,
+    wait_for_bindings,
+    wait_for_group_offset,
+)
 from tests.fixtures.secured import SecuredStack
 from tests.fixtures.signing import SIGNING_KEY, SIGNING_VARIABLE
 
@@ -58,9 +61,6 @@ OVERSIZED = "refunds"
 """A third, whose ``_acls.json`` the test replaces with one over the size allowed."""
 OVERSIZED_COPY = "refunds.replayed"
 GROUP = "app-orders"
-APP = "app"
-"""The application's SCRAM user, made in the destination by the test."""
-APP_PASSWORD = "app-password-for-the-test"
 RECORDS = 10
 
 
@@ -112,20 +112,6 @@ def signed(toml: str) -> str:
     assert toml.count('prefix = "data"') == 1
     return toml.replace(
         'prefix = "data"', f'prefix = "data"\nsigning_key = "${{{SIGNING_VARIABLE}}}"'
-    )
-
-
-def app_binding(
-    resource: ResourceType, name: str, operation: AclOperation, principal: str = f"User:{APP}"
-) -> AclBinding:
-    return AclBinding(
-        resource,
-        name,
-        ResourcePatternType.LITERAL,
-        principal,
-        "*",
-        operation,
-        AclPermissionType.ALLOW,
     )
 
 
@@ -244,20 +230,6 @@ def replicated_acls(stack: SecuredStack, topic: str) -> tuple[str, dict[str, Any
         time.sleep(0.5)
 
 
-def applications(admin: AdminClient) -> set[AclBinding]:
-    """The destination's bindings for principals other than the replicator's services."""
-    services = {f"User:{user}" for user in SERVICE_USERS.values()}
-    return {b for b in describe_bindings(admin, DESTINATION_REGION) if b.principal not in services}
-
-
-def wait_for_bindings(admin: AdminClient, wanted: set[AclBinding], log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while missing := wanted - applications(admin):
-        absent = ", ".join(sorted(map(describe_binding, missing)))
-        assert time.monotonic() < deadline, f"absent: {absent}\n{log.read_text()[-3000:]}"
-        time.sleep(0.5)
-
-
 def test_an_applications_read_acls_reach_the_destination_through_the_bucket_not_its_write(
     synced,
 ):
@@ -275,10 +247,13 @@ def test_an_applications_read_acls_reach_the_destination_through_the_bucket_not_
     assert len(created) == len(EXPECTED), created  # each once
     assert f"created ACL ALLOW READ on topic '{COPY}' for User:{APP} from host *" in text
 
-    wait_for_group_offset(destination, RECORDS // 2, synced.ingress_log)
+    wait_for_group_offset(destination, GROUP, COPY, RECORDS // 2, synced.ingress_log)
     app = app_user(synced.stack)
-    assert first_record_read_as(app) == (b"k%d" % (RECORDS // 2), b"v%d" % (RECORDS // 2))
-    assert produce_as(app) == "TOPIC_AUTHORIZATION_FAILED"
+    assert first_record_read_as(app, GROUP, COPY) == (
+        b"k%d" % (RECORDS // 2),
+        b"v%d" % (RECORDS // 2),
+    )
+    assert produce_as(app, COPY) == "TOPIC_AUTHORIZATION_FAILED"
 
 
 def test_a_forged_acls_object_is_refused_naming_its_key_and_copies_nothing(synced):
@@ -311,61 +286,3 @@ def test_an_oversized_acls_object_is_refused_before_it_is_read(synced):
     assert f"ACLs of {SOURCE_REGION}/{OVERSIZED} not copied: size " in refusals[0]
     assert f"over the {MAX_OBJECT_BYTES} allowed" in refusals[0]
     assert not {b for b in applications(destination) if b.name == OVERSIZED_COPY}
-
-
-def app_user(stack: SecuredStack) -> dict[str, str]:
-    """The application's SCRAM user, made in the destination; its client settings there."""
-    upsertion = UserScramCredentialUpsertion(
-        APP, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), APP_PASSWORD.encode()
-    )
-    admin = stack.admin(DESTINATION_REGION)
-    for future in admin.alter_user_scram_credentials([upsertion]).values():
-        future.result(timeout=30)
-    return {
-        **stack.material.client_settings(BROKER_USER),
-        "bootstrap.servers": stack.config.region(DESTINATION_REGION).kafka.bootstrap_servers,
-        "sasl.username": APP,
-        "sasl.password": APP_PASSWORD,
-    }
-
-
-def wait_for_group_offset(admin: AdminClient, offset: int, log: Path) -> None:
-    """Until ingress's group sync has committed ``offset`` for ``GROUP`` on the replica."""
-    deadline = time.monotonic() + 90
-    wanted = [ConsumerGroupTopicPartitions(GROUP, [KafkaTopicPartition(COPY, 0)])]
-    while True:
-        listed = admin.list_consumer_group_offsets(wanted)[GROUP].result(timeout=30)
-        if listed.topic_partitions[0].offset == offset:
-            return
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(0.5)
-
-
-def first_record_read_as(settings: dict[str, str]) -> tuple[bytes, bytes]:
-    """The first record ``GROUP`` reads from the replica, as the application."""
-    consumer = Consumer({**settings, "group.id": GROUP, "auto.offset.reset": "earliest"})
-    consumer.subscribe([COPY])
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            assert error is None or error.code() == KafkaError._PARTITION_EOF, error
-            if error is None:
-                return message.key() or b"", message.value() or b""
-        raise AssertionError(f"the application read nothing from {COPY}")
-    finally:
-        consumer.close()
-
-
-def produce_as(settings: dict[str, str]) -> str:
-    """The error the destination gives the application producing to the replica."""
-    producer = Producer({**settings, "message.timeout.ms": 10_000})
-    errors: list[str] = []
-    producer.produce(
-        COPY, b"forked", on_delivery=lambda e, _m: errors.append(e.name() if e else "")
-    )
-    producer.flush(30)
-    return errors[0] if errors else "not delivered"
