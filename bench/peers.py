@@ -23,7 +23,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from infra.broker import KAFKA_VERSION, PROJECT_ROOT, kafka_libs
+from infra.broker import KAFKA_VERSION, PROJECT_ROOT, kafka_libs, maven_libs
 from infra.errors import StackError
 from replicator.core.logs import configure_logging
 
@@ -45,29 +45,7 @@ def _wanted(*inputs: Path) -> str:
 
 def fetch_mirror_maker(home: Path = HOME) -> Path:
     """MirrorMaker 2's jars in ``home/libs`` (Maven), unless fetched there already."""
-    libs, marker = home / "libs", home / "libs.fetched"
-    wanted = _wanted(POM)
-    if marker.exists() and marker.read_text() == wanted:
-        return libs
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise StackError("Maven 3.8+ (mvn) is needed to fetch MirrorMaker 2 for the benchmark")
-    partial = home / "libs.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    command = [mvn, "--batch-mode", "--quiet", "--file", str(POM), "dependency:copy-dependencies"]
-    command += [f"-Dkafka.version={KAFKA_VERSION}", "-DincludeScope=runtime"]
-    command += [f"-DoutputDirectory={partial}"]
-    log.info("fetching MirrorMaker 2 %s into %s", KAFKA_VERSION, libs)
-    done = subprocess.run(command, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise StackError(
-            f"Maven could not fetch MirrorMaker 2 {KAFKA_VERSION}:\n"
-            + (done.stdout + done.stderr)[-3000:]
-        )
-    shutil.rmtree(libs, ignore_errors=True)
-    partial.rename(libs)
-    marker.write_text(wanted)
-    return libs
+    return maven_libs(POM, home / "libs", home / "libs.fetched", _wanted(POM), "MirrorMaker 2")
 
 
 def limit_classpath() -> list[Path]:

@@ -117,33 +117,38 @@ def fetch(home: Path | None = None) -> Path:
     """Copy the pinned release's jars into ``home/libs`` with Maven, unless the same
     version and artifact list (``infra/kafka/pom.xml``) were fetched there already."""
     home = home or kafka_home()
-    libs = home / "libs"
-    marker = home / ".fetched"
     wanted = f"{KAFKA_VERSION} {hashlib.sha256(POM.read_bytes()).hexdigest()}\n"
+    return maven_libs(POM, home / "libs", home / ".fetched", wanted, "Apache Kafka")
+
+
+def maven_libs(pom: Path, libs: Path, marker: Path, wanted: str, what: str) -> Path:
+    """``pom``'s runtime dependencies (at :data:`KAFKA_VERSION`) copied by Maven into
+    ``libs``, unless ``marker`` says ``wanted`` was fetched there already. The jars land in
+    a directory beside ``libs`` first and are renamed into place, so an interrupted fetch
+    leaves nothing half-copied; ``what`` names the artifacts in messages."""
     if marker.exists() and marker.read_text() == wanted:
         return libs
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise StackError("Maven 3.8+ (mvn) is needed to fetch the local Kafka broker")
-    partial = home / "libs.partial"
+        raise StackError(f"Maven 3.8+ (mvn) is needed to fetch {what}")
+    partial = libs.with_name(libs.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     command = [
         mvn,
         "--batch-mode",
         "--quiet",
         "--file",
-        str(POM),
+        str(pom),
         "dependency:copy-dependencies",
         f"-Dkafka.version={KAFKA_VERSION}",
         "-DincludeScope=runtime",
         f"-DoutputDirectory={partial}",
     ]
-    log.info("fetching Apache Kafka %s into %s", KAFKA_VERSION, libs)
+    log.info("fetching %s %s into %s", what, KAFKA_VERSION, libs)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise StackError(
-            f"Maven could not fetch Apache Kafka {KAFKA_VERSION}:\n"
-            + (done.stdout + done.stderr)[-3000:]
+            f"Maven could not fetch {what} {KAFKA_VERSION}:\n" + (done.stdout + done.stderr)[-3000:]
         )
     shutil.rmtree(libs, ignore_errors=True)
     partial.rename(libs)
