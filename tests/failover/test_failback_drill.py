@@ -37,7 +37,14 @@ from replicator.core.segments.store import SegmentStore
 from replicator.failback import TAIL_SUFFIX
 from replicator.failover import apply, collect
 from restore.job import RestoreJob, RestoreRequest
-from tests.fixtures.failback import OLD, Load, drill_config, start_old_region
+from tests.fixtures.failback import (
+    OLD,
+    Load,
+    commit_group,
+    committed_group,
+    drill_config,
+    start_old_region,
+)
 from tests.fixtures.independent import read_partition
 from tests.fixtures.relay import RelaySetup, create_topic, start_relay
 from tests.fixtures.stack import DESTINATION, SOURCE, LocalStack
@@ -80,27 +87,6 @@ def _fail_over(path: Path, groups: list[str]) -> None:
     """``replicator failover --apply``, as the command does it."""
     config = load_config(path)
     apply(config, collect(config, groups))
-
-
-def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """``group`` read up to ``offsets`` (the next record of each partition), committed as
-    a consumer does."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        consumer.commit(
-            offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
-        )
-    finally:
-        consumer.close()
-
-
-def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 10)
-        return {tp.partition: tp.offset for tp in found}
-    finally:
-        consumer.close()
 
 
 def _ends(bootstrap: str, topic: str) -> list[int]:
@@ -183,8 +169,8 @@ def test_failback_drill(local_stack: LocalStack, unique, tmp_path: Path):
                 assert len(native) == POST_FAILOVER
                 app_at[name][partition] = native[APP_READ][0]
                 slow_at[name][partition] = records[SLOW_READ][0]
-            _commit(west, app, new_topic, app_at[name])
-            _commit(west, slow, new_topic, slow_at[name])
+            commit_group(west, app, new_topic, app_at[name])
+            commit_group(west, slow, new_topic, slow_at[name])
 
         # The old region comes back, as it was when it died.
         old = start_old_region(tmp_path / "old", int(old.bootstrap.rpartition(":")[2]))
@@ -210,7 +196,7 @@ def test_failback_drill(local_stack: LocalStack, unique, tmp_path: Path):
         )
         assert killed.returncode == -signal.SIGKILL, killed.stdout + killed.stderr
         assert marker(crash_dir, WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT) is not None
-        assert _committed(old.bootstrap, app, topics["killed"][0]) == {
+        assert committed_group(old.bootstrap, app, topics["killed"][0], PARTITIONS) == {
             p: -1001 for p in range(PARTITIONS)
         }  # killed before the groups: none moved
         again = _failback(configs["killed"], tmp_path / "again.log", app, slow)
@@ -270,8 +256,8 @@ def _check(drilled: Drilled, old_bootstrap: str, west: str, app: str, slow: str)
     archive = OLD + TAIL_SUFFIX
     request = RestoreRequest([drilled.topic], from_region=archive, into_region=OLD)
     plans = RestoreJob(drilled.config, request).plan()[0]
-    app_old = _committed(old_bootstrap, app, drilled.topic)
-    slow_old = _committed(old_bootstrap, slow, drilled.topic)
+    app_old = committed_group(old_bootstrap, app, drilled.topic, PARTITIONS)
+    slow_old = committed_group(old_bootstrap, slow, drilled.topic, PARTITIONS)
     for partition in range(PARTITIONS):
         where = f"{drilled.topic} partition {partition}"
         old_records = read_partition(old_bootstrap, drilled.topic, partition)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from egress.job import EgressJob
 from ingress.service import IngressService
@@ -29,7 +29,7 @@ from replicator.core.config import load_config
 from replicator.core.kafka import provenance
 from replicator.core.segments.store import SegmentStore
 from replicator.failback import TAIL_SUFFIX, Tail, plan
-from tests.fixtures.failback import Load, start_old_region
+from tests.fixtures.failback import Load, commit_group, committed_group, start_old_region
 from tests.fixtures.independent import read_partition
 from tests.fixtures.pipeline import pipeline_toml, wait_for_replication
 from tests.fixtures.relay import create_topic
@@ -60,45 +60,6 @@ def _produce(bootstrap: str, topic: str, label: str, count: int) -> None:
             value = f"{topic}-{label}-{partition}-{i}".encode()
             producer.produce(topic, value=value, key=b"k%d" % i, partition=partition)
     assert producer.flush(30) == 0
-
-
-COORDINATOR_NOT_YET = {
-    KafkaError.NOT_COORDINATOR,
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-}
-"""Commit errors of a broker started a moment ago (its offsets topic still being created
-or loaded): the commit is tried again."""
-
-
-def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """``group`` read up to ``offsets`` (the next record of each partition), committed as
-    a consumer does."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    deadline = time.monotonic() + 30
-    try:
-        while True:
-            try:
-                consumer.commit(
-                    offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-                    asynchronous=False,
-                )
-                return
-            except KafkaException as exc:
-                if exc.args[0].code() not in COORDINATOR_NOT_YET or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-    finally:
-        consumer.close()
-
-
-def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        found = consumer.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], 10)
-        return {tp.partition: tp.offset for tp in found}
-    finally:
-        consumer.close()
 
 
 def _replicator(*args: str) -> subprocess.CompletedProcess[str]:
@@ -141,7 +102,7 @@ def test_failback_of_an_ingress_replicated_topic(local_stack, unique, spark, tmp
     try:
         create_topic(east.bootstrap, topic, PARTITIONS)
         _produce(east.bootstrap, topic, "replayed", REPLAYED)
-        _commit(east.bootstrap, app, topic, dict.fromkeys(range(PARTITIONS), APP_AT_EAST))
+        commit_group(east.bootstrap, app, topic, dict.fromkeys(range(PARTITIONS), APP_AT_EAST))
         EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
         wait_for_replication(local_stack, topic)
         assert IngressService(config, stop_at_end=True, handle_signals=False).run() == 0
@@ -168,8 +129,8 @@ def test_failback_of_an_ingress_replicated_topic(local_stack, unique, spark, tmp
             assert len(native) == POST_FAILOVER
             app_at[partition] = native[APP_READ][0]
             slow_at[partition] = records[SLOW_READ][0]
-        _commit(west, app, copy, app_at)
-        _commit(west, slow, copy, slow_at)
+        commit_group(west, app, copy, app_at)
+        commit_group(west, slow, copy, slow_at)
 
         east = start_old_region(tmp_path / "east", int(east.bootstrap.rpartition(":")[2]))
         before = [read_partition(east.bootstrap, topic, p) for p in range(PARTITIONS)]
@@ -193,8 +154,8 @@ def test_failback_of_an_ingress_replicated_topic(local_stack, unique, spark, tmp
         assert [r.tail for r in plan(config, path.read_text()).partitions] == expected
 
         store = SegmentStore.for_region(config, SOURCE)
-        app_east = _committed(east.bootstrap, app, topic)
-        slow_east = _committed(east.bootstrap, slow, topic)
+        app_east = committed_group(east.bootstrap, app, topic, PARTITIONS)
+        slow_east = committed_group(east.bootstrap, slow, topic, PARTITIONS)
         for partition in range(PARTITIONS):
             where = f"{topic} partition {partition}"
             east_records = read_partition(east.bootstrap, topic, partition)
