@@ -15,8 +15,9 @@ Anyone who can write to the bucket can write these objects, and an ACL is a gran
 that is unsigned or signed by no accepted key where the deployment signs, too large, or
 not in the format, is refused with an ERROR naming its S3 object key, and that topic's
 ACLs are skipped for the round; the other topics' go on. The ERROR is logged again only
-when the refusal changes. A topic without an object (egress without ``sync_acls``, or not
-yet) is skipped quietly.
+when the refusal changes (by each process that comes to lead: one whose lead moved to
+another process, and back, does not repeat it). A topic without an object (egress
+without ``sync_acls``, or not yet) is skipped quietly.
 
 Only the instance owning segment-events partition 0 syncs, as for group offsets. A failed
 round is logged and the next one retries; the data path never waits for it.

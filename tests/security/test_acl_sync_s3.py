@@ -5,6 +5,10 @@ and ingress (each running as its own user with exactly the ACLs ``docs/security.
 lists, the S3 path's row included), its WRITE does not, and it reads the replica as itself
 without anyone granting it anything there. A forged ``_acls.json`` of another topic in
 the destination's bucket is refused naming its key, and copies nothing.
+
+Ingress runs one replay process here: a refusal is logged once by each process that comes
+to lead (owns segment-events partition 0), and with two a rebalance under load moves the
+lead and its second ERROR is right, not a repeat per round, which is what the test counts.
 """
 
 from __future__ import annotations
@@ -80,6 +84,7 @@ sync_acls = true
 
 [ingress]
 region = "{DESTINATION_REGION}"
+processes = 1
 relist_interval = "1s"
 segment_events_partitions = 2
 consumer_groups = ["app-.*"]
