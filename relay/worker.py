@@ -447,6 +447,7 @@ class RelayWorker(threading.Thread):
                 next_offset,
                 lambda m: record_ref(m.offset(), m.key(), m.value(), TIMESTAMP_NONE, 0),
                 below_high=True,
+                stopping=self._stopping,
             )
         except BrokerError as exc:
             raise UpstreamUnreadableError(
@@ -498,7 +499,7 @@ class RelayWorker(threading.Thread):
         consumer = tail_reader(self._kafka(upstream), f"{self.relay.group_id}-verify")
         try:
             tp = TopicPartition(self.topic.source_topic, self.partition)
-            for message in read_range(consumer, tp, offset, offset + 1):
+            for message in read_range(consumer, tp, offset, offset + 1, self._stopping):
                 stamp_type, stamp = message.timestamp()
                 return record_ref(
                     message.offset(), message.key(), message.value(), stamp_type, stamp
@@ -526,7 +527,9 @@ class RelayWorker(threading.Thread):
             low, high = watermarks(ends, tp, "the log end")
             # The record the resume point names first; older ones only if it is gone.
             top = min(high, resume.destination_offset + 1)
-            found = scan_back(consumer, tp, low, top, self._relayed_ref, below_high=True)
+            found = scan_back(
+                consumer, tp, low, top, self._relayed_ref, below_high=True, stopping=self._stopping
+            )
         finally:
             consumer.close()
             ends.close()

@@ -6,13 +6,25 @@ would go on fetching the partition a hundred times a second while its owner wait
 something else: a writer's resume point scans the checkpoint partition, then may wait
 up to a transaction timeout for the destination partition's transactions to end, with
 the same reader. Dozens of writers opening at once made that a load of their own on a
-broker that was slow already."""
+broker that was slow already.
+
+A read from a broker that is down gives up within a second of its owner stopping, not
+after the read timeout: a relay asked to stop while it compared a record with an upstream
+that had just died took more than a minute to exit (the failback drill's relays, stopped
+with their old region's broker killed under them).
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+
+import pytest
 from confluent_kafka import Producer, TopicPartition
 
-from replicator.core.kafka.tail import read_range, tail_reader
+from infra.ports import free_port
+from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.tail import READ_TIMEOUT, read_range, scan_back, tail_reader
 from tests.fixtures.relay import create_topic
 from tests.fixtures.stack import DESTINATION
 
@@ -38,3 +50,24 @@ def test_a_range_read_to_its_end_or_abandoned_leaves_the_reader_unassigned(local
         assert reader.assignment() == []
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("read", ["range", "scan back"])
+def test_a_read_from_a_broker_that_is_down_gives_up_once_its_owner_stops(read):
+    reader = tail_reader({"bootstrap.servers": f"127.0.0.1:{free_port()}"}, "stopping")
+    tp = TopicPartition("orders", 0)
+    stopping = threading.Event()
+    timer = threading.Timer(1.0, stopping.set)
+    began = time.monotonic()
+    timer.start()
+    try:
+        with pytest.raises(BrokerError, match="stopping: gave up reading orders partition 0"):
+            if read == "range":
+                list(read_range(reader, tp, 5, 6, stopping))
+            else:
+                scan_back(reader, tp, 0, 6, lambda m: m, below_high=True, stopping=stopping)
+    finally:
+        timer.cancel()
+        reader.close()
+    took = time.monotonic() - began
+    assert took < READ_TIMEOUT / 4, f"gave up after {took:.1f} s"

@@ -13,6 +13,7 @@ opening again then fails as for any passing broker trouble, not with an unknown 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
@@ -120,25 +121,38 @@ def settled_end(
 
 
 def read_range(
-    consumer: Consumer, tp: TopicPartition, start: int, end: int | None
+    consumer: Consumer,
+    tp: TopicPartition,
+    start: int,
+    end: int | None,
+    stopping: threading.Event | None = None,
 ) -> Generator[Any, None, None]:
     """Messages of ``tp`` with offsets in the half-open range [start, end), in order;
     ``end`` None reads to the end of the partition (brokers may report a high watermark
     short of the real end). The partition is given back when the read ends or is
     abandoned: a tail reader left assigned fetches it every 10 ms (see
-    :func:`tail_reader`) while its owner goes on to wait for something else."""
+    :func:`tail_reader`) while its owner goes on to wait for something else.
+
+    A read that gets nothing fails with :class:`BrokerError` after :data:`READ_TIMEOUT`,
+    or within a second of ``stopping`` being set: a service asked to stop while a broker
+    it reads from is down must not wait the timeout out first."""
     consumer.assign([TopicPartition(tp.topic, tp.partition, start)])
     try:
-        yield from _assigned_range(consumer, f"{tp.topic} partition {tp.partition}", end)
+        where = f"{tp.topic} partition {tp.partition}"
+        yield from _assigned_range(consumer, where, end, stopping)
     finally:
         consumer.unassign()
 
 
-def _assigned_range(consumer: Consumer, where: str, end: int | None) -> Iterator[Any]:
+def _assigned_range(
+    consumer: Consumer, where: str, end: int | None, stopping: threading.Event | None
+) -> Iterator[Any]:
     deadline = time.monotonic() + READ_TIMEOUT
     while True:
         message = consumer.poll(1.0)
         if message is None:
+            if stopping is not None and stopping.is_set():
+                raise BrokerError(f"stopping: gave up reading {where}")
             if time.monotonic() > deadline:
                 raise BrokerError(f"timed out reading {where}")
             continue
@@ -161,17 +175,19 @@ def scan_back(
     match: Callable[[Any], Match | None],
     *,
     below_high: bool = False,
+    stopping: threading.Event | None = None,
 ) -> tuple[int, Match] | None:
     """The last message at or after ``low`` for which ``match(message)`` is not None,
     reading backwards in chunks from the end: (its offset, match result). The newest chunk
     is read to the end of the partition, past ``high`` if the broker under-reports it;
-    with ``below_high``, only below ``high`` (a scan from a known offset down)."""
+    with ``below_high``, only below ``high`` (a scan from a known offset down).
+    ``stopping``: as for :func:`read_range`."""
     end: int | None = high if below_high else None
     top = high
     while top > low:
         start = max(low, top - TAIL_CHUNK)
         found = None
-        for message in read_range(consumer, tp, start, end):
+        for message in read_range(consumer, tp, start, end, stopping):
             result = match(message)
             if result is not None:
                 found = (message.offset(), result)
