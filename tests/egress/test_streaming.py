@@ -71,9 +71,9 @@ def test_streaming_picks_up_new_topics_serves_metrics_and_stops_cleanly_on_sigte
             for i in range(5):
                 producer.produce(second, value=b"c%d" % i, partition=0)
             producer.flush(30)
-            wait_until(lambda: probe(port, "/readyz")[0] == 503, "a stuck batch stayed ready")
-            triggers = probe(port, "/readyz")[1]["checks"]["triggers"]
-            assert triggers["detail"].startswith("no progress for"), triggers
+            # One answer says both, and why: a trigger merely slow under load can be
+            # unready for a moment too, and is ready again once it finishes.
+            wait_until(lambda: stuck_batch_unready(port), "a stuck batch stayed ready")
         wait_until(lambda: probe(port, "/readyz")[0] == 200, "not ready after the bucket came back")
         process.send_signal(signal.SIGTERM)
         assert process.wait(120) == 0, log.read_text()[-3000:]
@@ -87,6 +87,12 @@ def test_streaming_picks_up_new_topics_serves_metrics_and_stops_cleanly_on_sigte
     assert len(source) == 20
     assert_tiles(segments[0], 0, source[-1][0])
     assert [r for s in segments[0] for r in s.records()] == source
+
+
+def stuck_batch_unready(port: int) -> bool:
+    """Whether one answer of ``/readyz`` is 503 because a trigger has made no progress."""
+    status, body = probe(port, "/readyz")
+    return status == 503 and body["checks"]["triggers"]["detail"].startswith("no progress for")
 
 
 def wait_until(condition, what: str, timeout: float = 90) -> None:
