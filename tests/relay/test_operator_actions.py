@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
 from relay.errors import RelayIdentityError
@@ -42,6 +42,15 @@ def stop(service: RelayService, thread: threading.Thread) -> None:
     service.request_stop()
     thread.join(90)
     assert not thread.is_alive()
+
+
+def high_watermark(bootstrap: str, topic: str) -> int:
+    """Partition 0's high watermark."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        consumer.close()
 
 
 def relay_once(setup) -> int:
@@ -333,6 +342,9 @@ def test_upstreams_that_differ_halt_even_when_the_destination_holds_no_relayed_r
     destination = local_stack.bootstrap(DESTINATION)
     admin = AdminClient({"bootstrap.servers": destination})
     end = 21 if transactional else 20
+    # The relay's commit returned once its coordinator logged it; the marker reaches the
+    # partition after that, and DeleteRecords beyond the high watermark is refused.
+    wait_for(lambda: high_watermark(destination, setup.destination) >= end, "the marker", 30)
     for future in admin.delete_records([TopicPartition(setup.destination, 0, end)]).values():
         future.result(30)
     produce(a, setup.source, 0, [b"a %d" % i for i in range(20)], unique)
