@@ -34,7 +34,7 @@ from replicator.core.kafka.checkpoints import Checkpoint, CheckpointStore, Write
 from replicator.core.kafka.clients import client_config, ensure_topic
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.provenance import SourcePartition
-from replicator.core.kafka.tail import tail_reader
+from replicator.core.kafka.tail import SETTLE_WAIT, first_committed, tail_reader
 from replicator.core.kafka.topics import prepare_destination
 from replicator.core.segments.descriptor import read_descriptor
 from replicator.core.segments.key import SegmentKey
@@ -302,7 +302,8 @@ class RestoreJob:
         whichever topic of that name it was written for, as a service that wrote a topic
         deleted and created again writes the new one too. Unless ``--append``, refuse a
         partition holding records that no restore of this source wrote (restore's own
-        checkpoint topic has none for it)."""
+        checkpoint topic has none for it); records of aborted transactions are none (a
+        restore killed mid-transaction leaves them, and its rerun must go on)."""
         checkpoints = self._checkpoints()
         services = self._service_checkpoints()
         consumer = tail_reader(self.kafka, "replicator-restore-check")
@@ -321,7 +322,13 @@ class RestoreJob:
                 low, high = consumer.get_watermark_offsets(tp, timeout=30)
                 if high <= low or self.request.append:
                     continue
+                if first_committed(consumer, tp, low) is None:
+                    continue  # only aborted records: a killed restore's, or anyone's
                 resume = checkpoints.resume_point(target, kind="restore")
+                if resume.checkpoint is None:
+                    # A commit's markers reach its partitions in no set order: wait for
+                    # the checkpoint partition's open transactions before refusing.
+                    resume = checkpoints.resume_point(target, kind="restore", settle=SETTLE_WAIT)
                 if resume.checkpoint is not None:
                     continue
                 who = {"ingress": "ingress", "relay": "the relay"}.get(

@@ -278,6 +278,34 @@ def test_a_topic_holding_other_records_is_refused_unless_appending(
     assert values[0] == b"someone else's" and len(values) == 6
 
 
+def test_a_partition_holding_only_aborted_records_is_restored_without_append(
+    archive, spark, local_stack, unique
+):
+    # What a restore killed mid-transaction leaves once the broker aborted its
+    # transaction: records no read_committed reader sees, and the abort marker after them.
+    store = archive()
+    store.put(0, segment_batch(0, 5), 0, 4)
+    store.describe(1, {0: 0})
+    copy = unique("aborted")
+    bootstrap = local_stack.bootstrap(DESTINATION)
+    create_kafka_topic(bootstrap, copy, 1)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": unique("killed")})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    for n in range(3):
+        producer.produce(copy, f"aborted {n}".encode(), partition=0)
+    producer.flush(10)
+    producer.abort_transaction(30)
+    # The abort marker is written after abort_transaction returns: wait until it is in.
+    deadline = time.monotonic() + 30
+    while watermarks(bootstrap, copy, 0)[1] < 4:
+        assert time.monotonic() < deadline, watermarks(bootstrap, copy, 0)
+        time.sleep(0.1)
+    results = store.restore(spark, copy)
+    assert results[0].records == 5
+    assert [r[0] for r in restored(bootstrap, copy, 0, store.topic)] == list(range(5))
+
+
 def add_ingress(store: Archive, group: str, checkpoints: str, sources: str = "") -> None:
     """An ``[ingress]`` section writing into the restore's default region, in the
     archive's config (reloaded)."""

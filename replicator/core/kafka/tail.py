@@ -144,6 +144,28 @@ def read_range(
         consumer.unassign()
 
 
+def first_committed(
+    consumer: Consumer,
+    tp: TopicPartition,
+    low: int,
+    stopping: threading.Event | None = None,
+) -> int | None:
+    """The offset of the first record of ``tp`` at or after ``low`` that ``consumer``
+    (read_committed: :func:`tail_reader`) delivers, or None when it delivers none up to
+    the end. Why not compare the watermarks: a partition whose records all belong to
+    aborted transactions (a writer killed mid-transaction, once the broker aborted it)
+    has a last stable offset past them and their abort marker, yet holds no record any
+    reader sees. Reads through aborted records, so it costs their size; callers ask only
+    when the watermarks say the partition is not empty. ``stopping``: as for
+    :func:`read_range`."""
+    messages = read_range(consumer, tp, low, None, stopping)
+    try:
+        first = next(messages, None)
+    finally:
+        messages.close()
+    return None if first is None else int(first.offset())
+
+
 def _assigned_range(
     consumer: Consumer, where: str, end: int | None, stopping: threading.Event | None
 ) -> Iterator[Any]:
