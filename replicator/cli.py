@@ -199,9 +199,9 @@ def _config(args: argparse.Namespace) -> int:
     import json
 
     if args.action == "schema":
-        from replicator.core.config import Config
+        from replicator.core.config.docstrings import documented
 
-        print(json.dumps(Config.model_json_schema(), indent=2))
+        print(json.dumps(documented().model_json_schema(), indent=2))
         return 0
     from replicator.config_check import check, render
 

@@ -1,7 +1,7 @@
 """The configuration reference, generated from the config model: every section and key
 with its type, default, allowed values and meaning. The model's field docstrings are the
-single source (``use_attribute_docstrings``); ``docs/configuration.md`` is this module's
-output, and ``make lint`` fails when the file is stale (``--check``).
+single source (read by :mod:`replicator.core.config.docstrings`); ``docs/configuration.md``
+is this module's output, and ``make lint`` fails when the file is stale (``--check``).
 
     python -m replicator.core.config_reference --write docs/configuration.md
 """
@@ -22,6 +22,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from replicator.core.config import AS_DURATION, AS_SIZE, Config
+from replicator.core.config.docstrings import documented
 
 HEADER = """# Configuration reference
 
@@ -55,6 +56,7 @@ class Section:
 
 def sections(model: type[BaseModel] = Config, title: str = "") -> Iterator[Section]:
     """Every section under ``model`` in file order: its own keys, then its subsections."""
+    documented(model)
     rows, nested = [], []
     for name, field in model.model_fields.items():
         inner, how = _nested_model(field.annotation)

@@ -40,7 +40,10 @@ RegionName = Annotated[str, AfterValidator(check_region_name)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # Schemas are built at the first validation, not at import: a process that imports
+    # the config without reading one (a Spark worker planning) pays nothing. Field
+    # docstrings are read only by the readers that show them (config/docstrings.py).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 def _host(value: str) -> str:
