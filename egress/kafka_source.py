@@ -17,6 +17,11 @@ offsets covered instead of waiting for them and halting the partition.
 Ordering: a task writes its ranges one after the other, each range's segments in offset
 order, and yields a range's rows only once all its segments are uploaded; the driver's
 commit (group offsets, statistics) runs only after every task of the batch succeeded.
+
+Imports: Spark starts a Python worker per worker module (looking the source up, planning,
+the streaming runner, reads) and each unpickles this module's classes; only ``read``
+writes to S3, so the S3 client stack (boto3, 0.12 s of each worker's import) is imported
+where a range is exported, not here.
 """
 
 from __future__ import annotations
@@ -51,7 +56,6 @@ from replicator.core.kafka.clients import client_config
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.records import messages_to_records
 from replicator.core.logs import configure_worker_logging, partition_fields
-from replicator.core.segments.store import SegmentStore
 
 if TYPE_CHECKING:
     from egress.planner import Planner
@@ -151,6 +155,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 def export_ranges(config: Config, ranges: Iterable[OffsetRange]) -> Iterator[WrittenRange]:
     """Read each planned range and write the segments covering it, one range after the
     other; yields each range once its segments are all uploaded."""
+    from replicator.core.segments.store import SegmentStore  # see the module docstring
+
     store = SegmentStore.for_region(config, required(config, "egress").region)
     for rng in ranges:
         yield write_range(config, store, rng, read_range(config, rng))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -47,7 +48,9 @@ from replicator.core.faults import (
 from replicator.core.kafka.clients import client_config
 from replicator.core.logs import configure_worker_logging
 from replicator.core.segments.key import SegmentKey
-from replicator.core.segments.store import SegmentStore, SpooledSegment
+
+if TYPE_CHECKING:  # the S3 client stack is imported by the workers that write
+    from replicator.core.segments.store import SegmentStore, SpooledSegment
 
 log = logging.getLogger(__name__)
 
