@@ -33,6 +33,7 @@ from infra.local_config import (
 )
 from infra.security import PASSWORD_ENV, SERVICE_USERS, make_ca
 from replicator.core.kafka.checkpoints import Checkpoint, WriteTarget, checkpoint_partition
+from replicator.core.kafka.clients import ensure_service_topic
 from replicator.core.kafka.provenance import SourcePartition
 from replicator.core.segments.descriptor import describe
 from replicator.core.segments.key import SegmentKey, topic_descriptor_s3_key
@@ -165,6 +166,16 @@ def test_only_ingress_user_may_write_ingress_checkpoints(secured):
     service has its own), as is failover's, which only reads it."""
     ingress = secured.config.ingress
     assert ingress is not None
+    # As ingress creates it at start. Not left to another test's ingress run: a test of
+    # this module taken by another xdist worker gets a stack of its own, in which a user
+    # that may describe the topic (failover's) would get UNKNOWN_TOPIC_OR_PART instead.
+    ensure_service_topic(
+        secured.admin(DESTINATION_REGION),
+        ingress.checkpoint_topic,
+        ingress.checkpoint_partitions,
+        "ingress.checkpoint_partitions",
+        {"cleanup.policy": "compact"},
+    )
     for service in ("relay", "restore", "failover"):
         refused = forged_checkpoint_error(secured, service, ingress.checkpoint_topic)
         written = f"{service}'s user wrote a checkpoint into {ingress.checkpoint_topic}"
