@@ -16,7 +16,9 @@ stage and invocation). It writes, under ``bench/results/profiles/``:
 py-spy reads other processes' memory (ptrace): it needs the permission to (root, or
 ``kernel.yama.ptrace_scope = 0`` for one's own processes, or CAP_SYS_PTRACE in a
 container). Idle threads are not sampled, so a process waiting on I/O shows its time only
-as the wall clock it took.
+as the wall clock it took. py-spy tries a process a handful of times just after it appears
+and never again: one whose interpreter takes longer than that to start (a loaded machine)
+is left out of the profile — profile on a quiet machine, as ``make bench`` asks anyway.
 """
 
 from __future__ import annotations

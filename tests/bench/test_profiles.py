@@ -104,10 +104,16 @@ def test_a_profiled_stage_samples_this_process_and_its_children_once(tmp_path: P
     monkeypatch.setattr(profiles, "_wanted", set())
     monkeypatch.setattr(profiles, "_done", set())
     profiles.enable(["relay"], tmp_path)
-    busy = "import time\nt = time.monotonic()\nwhile time.monotonic() - t < 3: pass"
-    child = [sys.executable, "-c", busy]
+    busy = (
+        "import time\nprint('started', flush=True)\n"
+        "t = time.monotonic()\nwhile time.monotonic() - t < 5: pass"
+    )
+    # The child's interpreter runs before the sampling starts: py-spy tries a new process
+    # a few times just after it appears and never again, and a child that took longer to
+    # start (the suite's load) was left out. At its start py-spy waits for every child.
+    worker = subprocess.Popen([sys.executable, "-c", busy], stdout=subprocess.PIPE, text=True)
+    assert worker.stdout is not None and worker.stdout.readline() == "started\n"
     with profiles.profiled("relay"):
-        worker = subprocess.Popen(child)
         spin(2.0)
         worker.wait(30)
     summary = (tmp_path / "relay-summary.txt").read_text()
