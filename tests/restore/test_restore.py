@@ -256,12 +256,18 @@ def test_a_lost_segment_stops_its_partition_before_the_gap_and_the_others_finish
     assert offsets == [list(range(30)), list(range(10))]
 
 
-def test_a_topic_holding_other_records_is_refused_unless_appending(
-    archive, spark, local_stack, unique
-):
+def five_records(archive) -> Archive:
+    """An archive of one partition holding offsets 0-4 in one segment."""
     store = archive()
     store.put(0, segment_batch(0, 5), 0, 4)
     store.describe(1, {0: 0})
+    return store
+
+
+def test_a_topic_holding_other_records_is_refused_unless_appending(
+    archive, spark, local_stack, unique
+):
+    store = five_records(archive)
     copy = unique("busy")
     producer = Producer({"bootstrap.servers": local_stack.bootstrap(DESTINATION)})
     from confluent_kafka.admin import NewTopic
@@ -283,9 +289,7 @@ def test_a_partition_holding_only_aborted_records_is_restored_without_append(
 ):
     # What a restore killed mid-transaction leaves once the broker aborted its
     # transaction: records no read_committed reader sees, and the abort marker after them.
-    store = archive()
-    store.put(0, segment_batch(0, 5), 0, 4)
-    store.describe(1, {0: 0})
+    store = five_records(archive)
     copy = unique("aborted")
     bootstrap = local_stack.bootstrap(DESTINATION)
     create_kafka_topic(bootstrap, copy, 1)
@@ -375,9 +379,7 @@ def test_a_restore_beside_the_relay_is_refused_even_into_a_partition_it_emptied(
     the relay's group has members, a restore, with or without --append, is refused: it
     would write beside the relay under another transactional id. Once the relay stopped,
     the restore writes every archived offset once."""
-    store = archive()
-    store.put(0, segment_batch(0, 5), 0, 4)
-    store.describe(1, {0: 0})
+    store = five_records(archive)
     group, checkpoints, upstream = unique("relay"), unique("checkpoints"), unique("upstream")
     store.path.write_text(
         store.path.read_text()
@@ -441,9 +443,7 @@ def test_a_restore_beside_ingress_is_refused_before_ingress_wrote_anything(
     """Ingress replays the archived topic into the restore's destination and has not
     written it yet (no checkpoint, an empty topic): its group's members own the partition,
     and a restore beside them is refused."""
-    store = archive()
-    store.put(0, segment_batch(0, 5), 0, 4)
-    store.describe(1, {0: 0})
+    store = five_records(archive)
     group, checkpoints = unique("ingress"), unique("checkpoints")
     add_ingress(
         store,
