@@ -9,7 +9,7 @@ import sys
 from pydantic import BaseModel, Field
 
 from replicator.core.config import Config
-from replicator.core.config.docstrings import attribute_docstrings, documented
+from replicator.core.config.docstrings import _models, attribute_docstrings, documented
 
 
 class Sample(BaseModel):
@@ -61,14 +61,8 @@ def test_every_field_of_the_config_is_described():
     documented()
     missing = [
         f"{model.__name__}.{name}"
-        for model in _all_models(Config)
+        for model in _models(Config)
         for name, field in model.model_fields.items()
         if not field.description
     ]
     assert missing == []
-
-
-def _all_models(model: type[BaseModel]) -> list[type[BaseModel]]:
-    from replicator.core.config.docstrings import _models
-
-    return _models(model)

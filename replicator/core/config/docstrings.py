@@ -26,21 +26,27 @@ from pydantic import BaseModel
 from replicator.core.config.model import Config
 
 
-@cache
 def documented(model: type[BaseModel] = Config) -> type[BaseModel]:
     """``model`` with every field of it and of the models it holds described by its
     docstring (a description given in ``Field`` wins), their schemas rebuilt so that the
-    JSON Schema carries them. Idempotent."""
+    JSON Schema carries them. Idempotent: each model is documented once per process."""
     for each in _models(model):
-        docs: dict[str, str] = {}
-        for owner in reversed(each.__mro__):
-            if issubclass(owner, BaseModel) and owner is not BaseModel:
-                docs.update(attribute_docstrings(owner))
-        for name, field in each.model_fields.items():
-            if field.description is None and name in docs:
-                field.description = docs[name]
-        each.model_rebuild(force=True)
+        _document(each)
     return model
+
+
+@cache
+def _document(model: type[BaseModel]) -> None:
+    """One model's fields described, its schema rebuilt (the models it holds first: see
+    :func:`_models`)."""
+    docs: dict[str, str] = {}
+    for owner in reversed(model.__mro__):
+        if issubclass(owner, BaseModel) and owner is not BaseModel:
+            docs.update(attribute_docstrings(owner))
+    for name, field in model.model_fields.items():
+        if field.description is None and name in docs:
+            field.description = docs[name]
+    model.model_rebuild(force=True)
 
 
 def attribute_docstrings(cls: type) -> dict[str, str]:
