@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import shutil
 import tempfile
 import time
 import uuid
@@ -15,6 +17,8 @@ from infra.local_config import local_regions, running_stack
 from replicator.core.config import Config
 from replicator.core.kafka.clients import client_config
 
+log = logging.getLogger(__name__)
+
 WARM_TIMEOUT = 60.0
 LOADING = {
     KafkaError.NOT_COORDINATOR,
@@ -26,13 +30,23 @@ LOADING = {
 @contextmanager
 def bench_stack(sections: str, prefix: str) -> Iterator[tuple[Config, Path]]:
     """Both local regions on free ports plus ``sections`` (the measured job's, formatted
-    with ``{root}``, a scratch directory); start the stack, yield (config, root), stop it."""
+    with ``{root}``, a scratch directory); start the stack, yield (config, root), stop it.
+
+    The scratch directory holds the brokers' logs and the S3 endpoint's data — gigabytes
+    for the larger workloads (10,000,000 records: 2.3 GB of topic alone) — so it is removed
+    once the stack has stopped; a benchmark that fails leaves it for its logs, and says
+    where."""
     root = Path(tempfile.mkdtemp(prefix=f"bench-{prefix}-"))
     toml = local_regions("bench") + sections.format(root=root)
-    with running_stack(root / "bench.toml", toml, root / "stack") as config:
-        for name in config.regions:
-            warm_internal_topics(client_config(config.region(name).kafka))
-        yield config, root
+    try:
+        with running_stack(root / "bench.toml", toml, root / "stack") as config:
+            for name in config.regions:
+                warm_internal_topics(client_config(config.region(name).kafka))
+            yield config, root
+    except BaseException:
+        log.error("benchmark stack failed; its logs and data are kept in %s", root)
+        raise
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def warm_internal_topics(kafka: dict[str, object]) -> None:
