@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from replicator.core.config import load_config
+from replicator.core.kafka.clients import BULK_READER
 from replicator.core.segments.store import SegmentStore
 
 REPLAY_TIMEOUT = 1800.0
@@ -40,6 +41,7 @@ def plain_consume(bootstrap: str, topic: str, partitions: int) -> tuple[int, int
     """Read every record of ``topic`` in one process: (records, bytes, seconds)."""
     consumer = Consumer(
         {
+            **BULK_READER,  # the raw client at its best, as egress's reader sets it
             "bootstrap.servers": bootstrap,
             "group.id": "bench-baseline",
             "enable.auto.commit": False,

@@ -32,6 +32,7 @@ from bench.workload import produce_workload
 from infra.drill import DestinationTail, Service
 from relay.service import RelayService
 from relay.worker import RelayWorker
+from replicator.core.kafka.clients import BULK_READER
 from replicator.core.logs import configure_logging
 
 CONFIG = """
@@ -55,6 +56,7 @@ def plain_relay(source: str, destination: str, partitions: int) -> tuple[int, fl
     admin.create_topics([NewTopic("bench.plain", partitions)])["bench.plain"].result(timeout=30)
     consumer = Consumer(
         {
+            **BULK_READER,  # as the relay's reader sets it
             "bootstrap.servers": source,
             "group.id": "bench-plain-relay",
             "enable.auto.commit": False,

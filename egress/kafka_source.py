@@ -52,7 +52,7 @@ from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_from_option
 from replicator.core.collector import settle_worker_heap, tune_collector
 from replicator.core.config import Config, required
 from replicator.core.kafka import provenance
-from replicator.core.kafka.clients import client_config
+from replicator.core.kafka.clients import BULK_READER, client_config
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.records import messages_to_records
 from replicator.core.logs import configure_worker_logging, partition_fields
@@ -178,7 +178,8 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch | Lo
         yield LostOffsets(rng.start, rng.end)
         return
     consumer = Consumer(
-        client_config(
+        BULK_READER
+        | client_config(
             config.region(egress.region).kafka,
             group_id=egress.group_id,
             enable_auto_commit=False,

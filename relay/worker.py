@@ -58,7 +58,7 @@ from replicator.core.filters import FilterChain
 from replicator.core.filters.errors import FilterError
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import ResumePoint, WriteTarget
-from replicator.core.kafka.clients import client_config, consume_available
+from replicator.core.kafka.clients import BULK_READER, client_config, consume_available
 from replicator.core.kafka.errors import (
     AuthorizationError,
     BrokerError,
@@ -553,6 +553,7 @@ class RelayWorker(threading.Thread):
         if self._consumer is None:
             self._consumer = Consumer(
                 {
+                    **BULK_READER,
                     **self._kafka(upstream),
                     "group.id": f"{self.relay.group_id}-reader",  # never joined or committed
                     "enable.auto.commit": False,
