@@ -344,12 +344,25 @@ class CheckpointStore:
     def topic_ids(self, topics: Sequence[str]) -> dict[str, str]:
         """Kafka's ids of the destination ``topics`` now (see :func:`topic_ids`), asked with
         one admin client the store's writers share (a client per writer would double
-        their threads; it lives as long as the store)."""
+        their threads).
+
+        The client lives until a request fails: the next one makes a new client. Why:
+        librdkafka's admin client can stay stuck once its cluster was paused — every
+        request "Failed while waiting for controller: Local: Timed out" long after the
+        brokers answered again (seen in a chaos run: a relay's four partitions failed so
+        for five minutes after a 16 s pause of the destination's broker, through that
+        broker's restart, and never caught up); a new client asks afresh."""
         with self._admin_lock:
             if self._admin is None:
                 self._admin = AdminClient(self.kafka)
             admin = self._admin
-        return topic_ids(admin, topics)
+        try:
+            return topic_ids(admin, topics)
+        except BrokerError:
+            with self._admin_lock:
+                if self._admin is admin:
+                    self._admin = None
+            raise
 
     def topic_partition(self, target: WriteTarget) -> TopicPartition:
         return TopicPartition(
