@@ -4,6 +4,7 @@ and kept for its logs when the benchmark fails."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,4 +50,4 @@ def test_a_failed_benchmark_keeps_its_scratch_directory_for_its_logs(
         raise RuntimeError("the measured stage failed")
     assert kept is not None and (kept / "stack" / "broker.log").exists()
     assert str(kept) in caplog.text
-    local_stack.shutil.rmtree(kept)
+    shutil.rmtree(kept)
