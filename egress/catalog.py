@@ -27,6 +27,7 @@ from egress.planning import TopicPartitionKey
 from replicator.core.config import Config, required
 from replicator.core.kafka.clients import LEADER_NOT_READY, client_config, retry_while_moving
 from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.shared_admin import SharedAdmin
 from replicator.core.segments.store import SegmentStore
 
 
@@ -37,7 +38,8 @@ class SourceCatalog:
         self.config = config
         self.egress = required(config, "egress")
         self.kafka = config.region(self.egress.region).kafka
-        self.admin = AdminClient(client_config(self.kafka))
+        self.admin = SharedAdmin(client_config(self.kafka))
+        """Renewed after a refusal: see :mod:`replicator.core.kafka.shared_admin`."""
         self.isolation = (
             IsolationLevel.READ_COMMITTED
             if self.egress.isolation_level == "read_committed"
@@ -49,7 +51,7 @@ class SourceCatalog:
         """Every exported partition: the configured topics (which must exist) and the
         topics matching ``topic_pattern``."""
         try:
-            metadata = self.admin.list_topics(timeout=30)
+            metadata = self.admin.call(lambda admin: admin.list_topics(timeout=30))
         except KafkaException as exc:
             raise BrokerError.from_kafka(
                 f"cannot reach Kafka of region {self.egress.region} at "
@@ -74,8 +76,14 @@ class SourceCatalog:
         if not topics:
             return {}
         try:
-            futures = self.admin.describe_topics(TopicCollection(sorted(topics)))
-            found = {name: future.result(timeout=30) for name, future in futures.items()}
+            found = self.admin.call(
+                lambda admin: {
+                    name: future.result(timeout=30)
+                    for name, future in admin.describe_topics(
+                        TopicCollection(sorted(topics))
+                    ).items()
+                }
+            )
         except KafkaException as exc:
             raise BrokerError.from_kafka("describing topics", exc.args[0]) from None
         return {name: _topic_id(d) for name, d in found.items()}
@@ -95,8 +103,8 @@ class SourceCatalog:
         a planning trigger that failed on it would stop the whole query."""
         asking: list[TopicPartition] = []
 
-        def ask() -> dict[TopicPartitionKey, int]:
-            futures = self.admin.list_offsets(
+        def ask(admin: AdminClient) -> dict[TopicPartitionKey, int]:
+            futures = admin.list_offsets(
                 requests, isolation_level=self.isolation, request_timeout=30
             )
             result = {}
@@ -106,7 +114,7 @@ class SourceCatalog:
             return result
 
         try:
-            return retry_while_moving(ask, LEADER_NOT_READY)
+            return retry_while_moving(lambda: self.admin.call(ask), LEADER_NOT_READY)
         except KafkaException as exc:
             tp = asking[0]
             raise BrokerError.from_kafka(
@@ -140,7 +148,9 @@ class SourceCatalog:
         """The topic's configs as the broker reports them (raises :class:`BrokerError`)."""
         resource = ConfigResource("topic", topic)
         try:
-            entries = self.admin.describe_configs([resource])[resource].result(timeout=30)
+            entries = self.admin.call(
+                lambda admin: admin.describe_configs([resource])[resource].result(timeout=30)
+            )
         except KafkaException as exc:
             raise BrokerError.from_kafka(
                 f"cannot describe configs of topic {topic}", exc.args[0]

@@ -20,6 +20,7 @@ from relay.failover import TopicPartitionKey, UpstreamState
 from replicator.core.config import Config, required
 from replicator.core.health import CheckResult, Heartbeat
 from replicator.core.kafka.clients import client_config
+from replicator.core.kafka.shared_admin import SharedAdmin
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +42,10 @@ class UpstreamHealth:
         self.relay = required(config, "relay")
         self._topics = sorted(set(topics))
         self._admins = {
-            name: AdminClient(client_config(config.region(name).kafka, socket_timeout_ms=3000))
+            name: SharedAdmin(client_config(config.region(name).kafka, socket_timeout_ms=3000))
             for name in self.relay.sources
         }
+        """Renewed after a failed check: see :mod:`replicator.core.kafka.shared_admin`."""
         self._timeout = check_timeout(self.relay.health_check_interval)
         self._states: dict[str, UpstreamState] = {}
         self._lock = threading.Lock()
@@ -80,7 +82,7 @@ class UpstreamHealth:
                 return counts
         return None
 
-    def admin(self, upstream: str) -> AdminClient:
+    def admin(self, upstream: str) -> SharedAdmin:
         return self._admins[upstream]
 
     def check_all(self) -> dict[str, UpstreamState]:
@@ -128,7 +130,9 @@ class UpstreamHealth:
 
     def _partition_counts(self, name: str) -> dict[str, int] | None:
         try:
-            metadata = self._admins[name].list_topics(timeout=self._timeout)
+            metadata = self._admins[name].call(
+                lambda admin: admin.list_topics(timeout=self._timeout)
+            )
         except KafkaException:
             return None
         if metadata.cluster_id:
@@ -141,6 +145,17 @@ class UpstreamHealth:
                 return None
             counts[topic] = len(described.partitions)
         return counts
+
+    def _log_ends(
+        self, admin: AdminClient, requests: dict[Any, Any]
+    ) -> dict[TopicPartitionKey, int]:
+        futures = admin.list_offsets(
+            requests, isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=self._timeout
+        )
+        return {
+            (tp.topic, tp.partition): future.result(timeout=self._timeout).offset
+            for tp, future in futures.items()
+        }
 
     def _check(self, name: str) -> UpstreamState:
         counts = self._partition_counts(name)
@@ -159,15 +174,8 @@ class UpstreamHealth:
             for t, n in counts.items()
             for p in range(n)
         }
-        ends: dict[TopicPartitionKey, int] = {}
         try:
-            futures = self._admins[name].list_offsets(
-                requests,
-                isolation_level=IsolationLevel.READ_COMMITTED,
-                request_timeout=self._timeout,
-            )
-            for tp, future in futures.items():
-                ends[(tp.topic, tp.partition)] = future.result(timeout=self._timeout).offset
+            ends = self._admins[name].call(lambda admin: self._log_ends(admin, requests))
         except Exception as exc:
             return UpstreamState(False, problem=f"end offsets: {exc}")
         return UpstreamState(True, ends)

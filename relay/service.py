@@ -220,8 +220,7 @@ class RelayService:
                 continue
             resource = ConfigResource("topic", topic)
             try:
-                future = self.health.admin(name).describe_configs([resource])[resource]
-                entries = future.result(timeout=30)
+                entries = self.health.admin(name).call(partial(_describe_configs, resource))
             except KafkaException as exc:
                 log.warning("cannot describe %s on %s: %s", topic, name, exc.args[0].str())
                 continue
@@ -487,3 +486,7 @@ def loop_problem(
 def run_relay(config: Config, *, stop_at_end: bool = False) -> int:
     tune_process_memory()  # before the worker threads exist: see replicator.core.malloc
     return RelayService(config, stop_at_end=stop_at_end).run()
+
+
+def _describe_configs(resource: ConfigResource, admin: AdminClient) -> dict[str, Any]:
+    return admin.describe_configs([resource])[resource].result(timeout=30)

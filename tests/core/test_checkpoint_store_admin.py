@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from replicator.core.kafka import checkpoints
+from replicator.core.kafka import shared_admin
 from replicator.core.kafka.checkpoints import CheckpointStore
 from replicator.core.kafka.errors import BrokerError
 
@@ -46,7 +46,7 @@ def test_an_admin_client_that_failed_is_replaced_by_the_next_request(
 ) -> None:
     stuck, fresh = Admin(None), Admin("oZ9p3cTqQ2OSmxD4cK2kqA")
     made = iter([stuck, fresh])
-    monkeypatch.setattr(checkpoints, "AdminClient", lambda _kafka: next(made))
+    monkeypatch.setattr(shared_admin, "AdminClient", lambda _kafka: next(made))
     store = CheckpointStore({"bootstrap.servers": "unused:9092"}, "checkpoints", 1)
 
     with pytest.raises(BrokerError, match="Failed while waiting for controller"):

@@ -15,6 +15,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from egress.catalog import SourceCatalog
 from replicator.core.kafka.errors import BrokerError
+from replicator.core.kafka.shared_admin import SharedAdmin
 from tests.fixtures.egress import unreachable_egress_config
 
 
@@ -42,7 +43,7 @@ class Admin:
 
 def catalog(admin: Admin) -> SourceCatalog:
     found = SourceCatalog(unreachable_egress_config())
-    found.admin = admin  # type: ignore[assignment]
+    found.admin = SharedAdmin({}, make=lambda: admin)
     return found
 
 

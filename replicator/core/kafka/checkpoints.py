@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -61,6 +60,7 @@ from replicator.core.kafka import provenance
 from replicator.core.kafka.clients import LEADER_NOT_READY, retry_while_moving
 from replicator.core.kafka.errors import BrokerError, CheckpointError
 from replicator.core.kafka.provenance import SourcePartition
+from replicator.core.kafka.shared_admin import SharedAdmin
 from replicator.core.kafka.tail import (
     read_range,
     scan_back,
@@ -334,8 +334,7 @@ class CheckpointStore:
         self.kafka = kafka
         self.topic = topic
         self.partitions = partitions
-        self._admin: AdminClient | None = None
-        self._admin_lock = threading.Lock()
+        self._admin = SharedAdmin(kafka)
 
     def topic_id(self, topic: str) -> str:
         """Kafka's id of the destination ``topic`` now (see :func:`topic_ids`)."""
@@ -344,25 +343,9 @@ class CheckpointStore:
     def topic_ids(self, topics: Sequence[str]) -> dict[str, str]:
         """Kafka's ids of the destination ``topics`` now (see :func:`topic_ids`), asked with
         one admin client the store's writers share (a client per writer would double
-        their threads).
-
-        The client lives until a request fails: the next one makes a new client. Why:
-        librdkafka's admin client can stay stuck once its cluster was paused — every
-        request "Failed while waiting for controller: Local: Timed out" long after the
-        brokers answered again (seen in a chaos run: a relay's four partitions failed so
-        for five minutes after a 16 s pause of the destination's broker, through that
-        broker's restart, and never caught up); a new client asks afresh."""
-        with self._admin_lock:
-            if self._admin is None:
-                self._admin = AdminClient(self.kafka)
-            admin = self._admin
-        try:
-            return topic_ids(admin, topics)
-        except BrokerError:
-            with self._admin_lock:
-                if self._admin is admin:
-                    self._admin = None
-            raise
+        their threads), renewed after a failed request
+        (:mod:`replicator.core.kafka.shared_admin`)."""
+        return self._admin.call(lambda admin: topic_ids(admin, topics))
 
     def topic_partition(self, target: WriteTarget) -> TopicPartition:
         return TopicPartition(
