@@ -24,7 +24,7 @@ from confluent_kafka import Producer
 
 from egress.catalog import SourceCatalog
 from replicator.core.kafka.errors import BrokerError
-from tests.fixtures.egress import create_topic
+from tests.fixtures.egress import round_robin_topic
 from tests.fixtures.stack import SOURCE
 
 
@@ -47,11 +47,7 @@ def test_log_ends_are_read_again_after_the_source_broker_was_stopped(
     local_stack, egress_config, unique, fault, seconds
 ):
     topic = unique("paused")
-    create_topic(local_stack, topic, 2)
-    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
-    for i in range(10):
-        producer.produce(topic, value=b"v%d" % i, partition=i % 2)
-    producer.flush(30)
+    round_robin_topic(local_stack, topic, 2, 10)
     config, _ = egress_config({topic: {}})
     catalog = SourceCatalog(config)
     tps = [(topic, 0), (topic, 1)]
@@ -72,6 +68,7 @@ def test_log_ends_are_read_again_after_the_source_broker_was_stopped(
     stop.set()
     asker.join()
 
+    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
     for i in range(4):
         producer.produce(topic, value=b"w%d" % i, partition=0)
     producer.flush(60)

@@ -11,7 +11,6 @@ import pickle
 import uuid
 
 import pytest
-from confluent_kafka import Producer
 
 from egress.kafka_source import KafkaStreamReader
 from egress.segment_sink import SegmentStreamWriter
@@ -19,7 +18,7 @@ from egress.spark_options import CONFIG_OPTION, config_to_option
 from replicator.core.config import load_config, parse_config
 from replicator.core.config_json import config_from_json, config_to_json
 from replicator.core.errors import ConfigError
-from tests.fixtures.egress import create_topic, egress_toml, start_egress
+from tests.fixtures.egress import egress_toml, round_robin_topic, start_egress
 from tests.fixtures.jvm import write_spark_defaults
 from tests.fixtures.stack import SOURCE
 
@@ -59,11 +58,7 @@ def test_no_secret_in_plans_event_logs_checkpoints_or_logs_of_an_egress_run(
 ):
     secret = f"s3-secret-{uuid.uuid4().hex}"
     topic = unique("secrets")
-    create_topic(local_stack, topic, 2)
-    producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
-    for i in range(50):
-        producer.produce(topic, value=b"v%d" % i, partition=i % 2)
-    producer.flush(30)
+    round_robin_topic(local_stack, topic, 2, 50)
     path = tmp_path / "egress.toml"
     path.write_text(with_secret_reference(egress_toml(local_stack, bucket, tmp_path, {topic: {}})))
     conf_dir, events = tmp_path / "spark-conf", tmp_path / "events"
