@@ -19,6 +19,7 @@ PEERS := .bench-peers/$(KAFKA_VERSION)
 # archive beside the fetched release (infra/broker_archive.py). Without them everything
 # runs as before, so a machine where they cannot be made still sets up.
 setup: $(VENV)/.installed $(KAFKA)/.fetched
+	@$(BIN)/python -m replicator.core.kafka.arrow_reader_build
 	@$(BIN)/replicator spark-archive || echo "Spark jobs will start without a class archive (above: why)"
 	@$(BIN)/python -m infra.broker archive || echo "Kafka brokers will start without a class archive (above: why)"
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import KafkaError
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
@@ -52,9 +52,9 @@ from egress.spark_options import CONFIG_OPTION, TASKS_OPTION, config_from_option
 from replicator.core.collector import settle_worker_heap, tune_collector
 from replicator.core.config import Config, required
 from replicator.core.kafka import provenance
+from replicator.core.kafka.arrow_reads import BAD_RECORD, PartitionReader, open_reader
 from replicator.core.kafka.clients import BULK_READER, client_config
 from replicator.core.kafka.errors import BrokerError
-from replicator.core.kafka.records import messages_to_records
 from replicator.core.logs import configure_worker_logging, partition_fields
 
 if TYPE_CHECKING:
@@ -172,12 +172,11 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch | Lo
     records another replicator wrote (they carry provenance) are passed over the same way.
     """
     egress = required(config, "egress")
-    skip_replicated = egress.skip_replicated
     if rng.lost:
         log.warning("writing the lost %s as a segment without records", rng)
         yield LostOffsets(rng.start, rng.end)
         return
-    consumer = Consumer(
+    reader = open_reader(
         BULK_READER
         | client_config(
             config.region(egress.region).kafka,
@@ -189,10 +188,11 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch | Lo
             isolation_level=egress.isolation_level,
             max_partition_fetch_bytes=8 * 1024 * 1024,
             fetch_max_bytes=64 * 1024 * 1024,
-        )
+        ),
+        skip_header=provenance.HEADER if egress.skip_replicated else None,
     )
     try:
-        consumer.assign([TopicPartition(rng.topic, rng.partition, rng.start)])
+        reader.assign(rng.topic, rng.partition, rng.start)
         position = rng.start
         last_progress = time.monotonic()
         pending_loss: tuple[int, int] | None = None
@@ -201,53 +201,43 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch | Lo
             if pending_loss is not None:
                 yield LostOffsets(*pending_loss)
                 pending_loss = None
-            records = []
             before = position
-            # Never ask for more than the range still holds: consume() waits out its
-            # timeout until it has num_messages, which would cost every small range 1 s.
-            wanted = min(READ_BATCH, rng.end - position)
-            for message in consumer.consume(num_messages=wanted, timeout=1.0):
-                error = message.error()
-                if error is not None:
-                    try:
-                        position = _handle_read_error(error, message, rng, position)
-                    except DataLossError as exc:
-                        if egress.on_data_loss != "skip":
-                            raise
-                        lost_from = position
-                        position = _skip_loss(consumer, egress.region, rng, position, exc)
-                        pending_loss = (lost_from, position)
-                        break
-                    continue
-                offset = message.offset()
-                if offset is None:  # only error events lack an offset
-                    continue
-                if offset >= rng.end:
-                    position = rng.end
-                    break
-                position = offset + 1
-                if skip_replicated and provenance.is_replicated(message.headers()):
-                    continue
-                records.append(message)
-            if position > before:
-                last_progress = time.monotonic()
-            if records:
-                yield messages_to_records(records)
-            elif time.monotonic() - last_progress > LOSS_CHECK_AFTER and position < rng.end:
-                # Brokers that do not answer a fetch beyond the log end with
-                # OFFSET_OUT_OF_RANGE (the local one does not) leave a truncated log
-                # looking like a quiet one: compare with the log's bounds.
+            # Never ask for more than the range still holds: a read waits out its timeout
+            # until it has that many records, which would cost every small range 1 s.
+            chunk = reader.read(min(READ_BATCH, rng.end - position), 1.0, position, rng.end)
+            position = chunk.position
+            if chunk.error is not None:
                 try:
-                    _check_bounds(consumer, rng, position)
+                    position = _handle_read_error(chunk.error, chunk.error_offset, rng, position)
                 except DataLossError as exc:
                     if egress.on_data_loss != "skip":
                         raise
                     lost_from = position
-                    position = _skip_loss(consumer, egress.region, rng, position, exc)
+                    position = _skip_loss(reader, egress.region, rng, position, exc)
+                    pending_loss = (lost_from, position)
+            if position > before:
+                last_progress = time.monotonic()
+            if chunk.records is not None:
+                yield chunk.records
+            elif (
+                chunk.error is None
+                and time.monotonic() - last_progress > LOSS_CHECK_AFTER
+                and position < rng.end
+            ):
+                # Brokers that do not answer a fetch beyond the log end with
+                # OFFSET_OUT_OF_RANGE (the local one does not) leave a truncated log
+                # looking like a quiet one: compare with the log's bounds.
+                try:
+                    _check_bounds(reader, rng, position)
+                except DataLossError as exc:
+                    if egress.on_data_loss != "skip":
+                        raise
+                    lost_from = position
+                    position = _skip_loss(reader, egress.region, rng, position, exc)
                     pending_loss = (lost_from, position)
                     last_progress = time.monotonic()
                     continue
-            if not records and time.monotonic() - last_progress > STALL_TIMEOUT:
+            if chunk.records is None and time.monotonic() - last_progress > STALL_TIMEOUT:
                 raise BrokerError(
                     f"reading {rng.topic} partition {rng.partition}: no progress at offset "
                     f"{position} for {STALL_TIMEOUT:.0f}s (planned {rng})"
@@ -255,14 +245,12 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch | Lo
         if pending_loss is not None:
             yield LostOffsets(*pending_loss)
     finally:
-        consumer.close()
+        reader.close()
 
 
-def _check_bounds(consumer: Consumer, rng: OffsetRange, position: int) -> None:
+def _check_bounds(reader: PartitionReader, rng: OffsetRange, position: int) -> None:
     """Raise :class:`DataLossError` if ``position`` is outside the partition's log."""
-    log_start, log_end = consumer.get_watermark_offsets(
-        TopicPartition(rng.topic, rng.partition), timeout=30
-    )
+    log_start, log_end = reader.watermarks(rng.topic, rng.partition, 30)
     if position < log_start or position >= log_end:
         raise DataLossError(
             rng.topic,
@@ -284,13 +272,12 @@ def resume_after_loss(rng: OffsetRange, position: int, log_start: int, log_end: 
 
 
 def _skip_loss(
-    consumer: Consumer, region: str, rng: OffsetRange, position: int, loss: DataLossError
+    reader: PartitionReader, region: str, rng: OffsetRange, position: int, loss: DataLossError
 ) -> int:
     """``on_data_loss = "skip"``: the planned range lost records between planning and
     reading. Go on from what the log still holds (the segment covers the lost offsets
     without records), so the batch completes instead of failing on every replay."""
-    tp = TopicPartition(rng.topic, rng.partition)
-    log_start, log_end = consumer.get_watermark_offsets(tp, timeout=30)
+    log_start, log_end = reader.watermarks(rng.topic, rng.partition, 30)
     resume = resume_after_loss(rng, position, log_start, log_end)
     log.error(
         "DATA LOSS while reading %s: offsets %d..%d are gone (%s); on_data_loss=skip: "
@@ -302,16 +289,21 @@ def _skip_loss(
         extra=partition_fields(region, rng.topic, rng.partition, start=position, end=resume - 1),
     )
     if resume < rng.end:
-        consumer.assign([TopicPartition(rng.topic, rng.partition, resume)])
+        reader.assign(rng.topic, rng.partition, resume)
     return resume
 
 
-def _handle_read_error(error: Any, message: Any, rng: OffsetRange, position: int) -> int:
+def _handle_read_error(error: Any, error_offset: int, rng: OffsetRange, position: int) -> int:
     code = error.code()
     if code == KafkaError._PARTITION_EOF:
         # The offset of an end-of-partition event is the log end: offsets below it that
         # came without a record hold none (markers, compacted away).
-        return max(position, message.offset())
+        return max(position, error_offset)
+    if code == BAD_RECORD:
+        raise BrokerError(
+            f"reading {rng.topic} partition {rng.partition}: the record at offset "
+            f"{error_offset} cannot be archived: {error.str()} (planned {rng})"
+        )
     if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
         raise DataLossError(
             rng.topic,

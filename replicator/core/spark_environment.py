@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import logging
@@ -287,16 +288,23 @@ def distribution_files(distribution: importlib.metadata.Distribution) -> Iterabl
 
 
 def project_files(packages: Iterable[str] = PROJECT_PACKAGES) -> Iterable[PackedFile]:
-    """The project's own modules, from wherever they are imported (an editable install
-    records none of them as installed files)."""
+    """The project's own modules and compiled extensions, from wherever they are imported
+    (an editable install records none of them as installed files)."""
     for package in packages:
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
             raise ImportError(f"the replicator's package {package!r} is not importable")
         root = Path(next(iter(spec.submodule_search_locations)))
-        for source in sorted(root.rglob("*.py")):
-            if "__pycache__" not in source.parts:
+        for source in sorted(root.rglob("*")):
+            if "__pycache__" not in source.parts and _is_module(source):
                 yield PackedFile(f"{package}/{source.relative_to(root)}", source)
+
+
+def _is_module(path: Path) -> bool:
+    """A Python module or a compiled extension (egress's C range reader)."""
+    return path.suffix == ".py" or any(
+        path.name.endswith(suffix) for suffix in importlib.machinery.EXTENSION_SUFFIXES
+    )
 
 
 def content_hash(

@@ -14,6 +14,7 @@ import pyspark
 import pytest
 
 from replicator.core.config import SparkConfig
+from replicator.core.kafka import arrow_reader_build
 from replicator.core.spark_environment import (
     ARCHIVE_ALIAS,
     UNZIPPED_HOME,
@@ -48,6 +49,11 @@ def test_the_project_is_packed_from_its_sources():
         "replicator/core/config/__init__.py",
     } <= paths
     assert not any(p.startswith(("infra/", "tests/")) or "__pycache__" in p for p in paths)
+    # Executors read ranges with the C reader that `make setup` built, not the slower one.
+    reader = arrow_reader_build.built()
+    assert reader is not None
+    assert f"replicator/core/kafka/{reader.name}" in paths
+    assert not any(p.endswith((".c", ".partial")) for p in paths)
 
 
 def test_the_hash_changes_with_any_module(tmp_path):
