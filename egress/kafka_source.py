@@ -1,4 +1,4 @@
-"""Kafka as a PySpark streaming data source, over confluent-kafka (no JVM connector).
+"""Kafka as a PySpark streaming data source, read by librdkafka (no JVM connector).
 
 Planning (``initialOffset``, ``latestOffset``, ``partitions``, ``commit``) runs in one
 long-lived Python process on the driver, so the :class:`egress.planner.Planner` keeps its
@@ -17,6 +17,11 @@ offsets covered instead of waiting for them and halting the partition.
 Ordering: a task writes its ranges one after the other, each range's segments in offset
 order, and yields a range's rows only once all its segments are uploaded; the driver's
 commit (group offsets, statistics) runs only after every task of the batch succeeded.
+
+Reading: a range's records come as Arrow batches from
+:func:`replicator.core.kafka.arrow_reads.open_reader` (the C reader ``make setup`` builds,
+with no Python object per record); this module keeps the rules of a range (its end, the
+end-of-partition event, losses, retries, stalls).
 
 Imports: Spark starts a Python worker per worker module (looking the source up, planning,
 the streaming runner, reads) and each unpickles this module's classes; only ``read``
@@ -210,31 +215,19 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch | Lo
                 try:
                     position = _handle_read_error(chunk.error, chunk.error_offset, rng, position)
                 except DataLossError as exc:
-                    if egress.on_data_loss != "skip":
-                        raise
-                    lost_from = position
-                    position = _skip_loss(reader, egress.region, rng, position, exc)
-                    pending_loss = (lost_from, position)
+                    position, pending_loss = _skip_or_raise(reader, egress, rng, position, exc)
             if position > before:
                 last_progress = time.monotonic()
             if chunk.records is not None:
                 yield chunk.records
-            elif (
-                chunk.error is None
-                and time.monotonic() - last_progress > LOSS_CHECK_AFTER
-                and position < rng.end
-            ):
+            elif time.monotonic() - last_progress > LOSS_CHECK_AFTER and position < rng.end:
                 # Brokers that do not answer a fetch beyond the log end with
                 # OFFSET_OUT_OF_RANGE (the local one does not) leave a truncated log
                 # looking like a quiet one: compare with the log's bounds.
                 try:
                     _check_bounds(reader, rng, position)
                 except DataLossError as exc:
-                    if egress.on_data_loss != "skip":
-                        raise
-                    lost_from = position
-                    position = _skip_loss(reader, egress.region, rng, position, exc)
-                    pending_loss = (lost_from, position)
+                    position, pending_loss = _skip_or_raise(reader, egress, rng, position, exc)
                     last_progress = time.monotonic()
                     continue
             if chunk.records is None and time.monotonic() - last_progress > STALL_TIMEOUT:
@@ -269,6 +262,17 @@ def resume_after_loss(rng: OffsetRange, position: int, log_start: int, log_end: 
     if position < log_start:
         return min(log_start, rng.end)
     return rng.end
+
+
+def _skip_or_raise(
+    reader: PartitionReader, egress: Any, rng: OffsetRange, position: int, loss: DataLossError
+) -> tuple[int, tuple[int, int]]:
+    """Where reading goes on after ``loss`` at ``position`` and the lost offsets [position,
+    resume) to announce, when ``on_data_loss = "skip"``; else the loss is raised."""
+    if egress.on_data_loss != "skip":
+        raise loss
+    resume = _skip_loss(reader, egress.region, rng, position, loss)
+    return resume, (position, resume)
 
 
 def _skip_loss(

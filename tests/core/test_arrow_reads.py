@@ -4,13 +4,14 @@ and the same stops (end of partition, a range's end, skipped provenance, byte ca
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import KafkaError, Producer
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replicator.core.kafka import arrow_reads, provenance
@@ -24,8 +25,6 @@ from replicator.core.kafka.arrow_reads import (
 from replicator.core.kafka.clients import client_config
 from tests.fixtures.egress import create_topic
 from tests.fixtures.stack import SOURCE
-
-pytestmark = pytest.mark.integration
 
 READERS: list[Callable[..., PartitionReader]] = [ArrowPartitionReader, MessagePartitionReader]
 
@@ -47,13 +46,15 @@ def reader_conf(local_stack: Any, **overrides: Any) -> dict[str, Any]:
     )
 
 
-def read_all(reader: PartitionReader, topic: str, start: int, end: int) -> tuple[pa.Table, list]:
+def read_all(
+    reader: PartitionReader, topic: str, start: int, end: int, most: int = 7
+) -> tuple[pa.Table, list]:
     """Everything in [start, end) and the stops met on the way."""
     reader.assign(topic, 0, start)
     position, batches, stops = start, [], []
     try:
         for _ in range(200):
-            chunk = reader.read(7, 1.0, position, end)
+            chunk = reader.read(most, 1.0, position, end)
             assert chunk.position >= position
             position = chunk.position
             if chunk.records is not None:
@@ -186,3 +187,52 @@ def test_header_names_are_judged_utf8_as_python_does(data):
     except UnicodeDecodeError:
         expected = False
     assert bool(arrow_reads.lib.ar_utf8_valid(data, len(data))) is expected
+
+
+def test_without_the_c_reader_partitions_are_read_through_confluent_kafka(monkeypatch, caplog):
+    """What an install without a compiler gets: the same contract, and one warning."""
+    monkeypatch.setattr(arrow_reads, "lib", None)
+    monkeypatch.setattr(arrow_reads, "_fallback_told", [])
+    conf = {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}
+    with caplog.at_level(logging.WARNING, logger=arrow_reads.__name__):
+        readers = [arrow_reads.open_reader(conf) for _ in range(2)]
+    try:
+        assert all(isinstance(r, MessagePartitionReader) for r in readers)
+        warnings = [r.getMessage() for r in caplog.records]
+        assert warnings == [
+            "reading partitions through confluent-kafka's Python objects, several times "
+            "slower than the C range reader: the C range reader is not built (`make setup` "
+            "builds it)"
+        ]
+    finally:
+        for reader in readers:
+            reader.close()
+
+
+HEADER_NAMES = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=8)
+GENERATED_RECORD = st.fixed_dictionaries(
+    {
+        "key": st.none() | st.binary(max_size=40),
+        "value": st.none() | st.binary(max_size=3000),
+        "headers": st.none()
+        | st.lists(st.tuples(HEADER_NAMES, st.none() | st.binary(max_size=40)), max_size=5),
+    }
+)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(records=st.lists(GENERATED_RECORD, min_size=1, max_size=60), most=st.integers(1, 25))
+def test_generated_records_read_the_same_through_both_readers(local_stack, unique, records, most):
+    """Whatever the records (nulls, empties, any header names and counts) and however many
+    a read may take, both readers give the same table, record for record."""
+    topic = unique("arrow-generated")
+    create_topic(local_stack, topic, 1)
+    produce(local_stack, topic, records)
+    tables = []
+    for reader in READERS:
+        table, stops = read_all(reader(reader_conf(local_stack)), topic, 0, len(records), most)
+        assert stops in ([], [(KafkaError._PARTITION_EOF, len(records))])
+        tables.append(table)
+    assert tables[0].num_rows == len(records)
+    assert tables[0].equals(tables[1])
+    assert tables[0].column("value").to_pylist() == [r["value"] for r in records]

@@ -5,13 +5,16 @@ wrote when egress skips them."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 from confluent_kafka import Producer
 
 from egress.kafka_source import read_range
 from egress.planning import OffsetRange
-from replicator.core.kafka import provenance
+from replicator.core.kafka import arrow_reads, provenance
+from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.provenance import SourcePartition
 from tests.fixtures.egress import create_topic
+from tests.fixtures.raw_produce import produce_raw, record_batch
 from tests.fixtures.stack import SOURCE
 
 
@@ -64,3 +67,34 @@ def test_records_the_relay_wrote_are_skipped_in_a_batch_of_records_only(
     producer.flush(30)
     config, _ = egress_config({topic: {}}, skip_replicated=True)
     assert offsets_read(config, OffsetRange(topic, 0, 0, 5)) == [0, 2, 4]
+
+
+@pytest.mark.parametrize("reader", ["C", "confluent-kafka"])
+def test_a_record_whose_header_name_is_not_utf8_stops_the_read_naming_it(
+    local_stack, egress_config, unique, monkeypatch, reader
+):
+    """Forged input: a header name that is not UTF-8 (no client library writes one) cannot
+    be kept in a segment's string column; the read stops at it with an error naming the
+    partition and offset, and never passes over it — whichever reader egress has
+    (confluent-kafka's own error was a bare ``SystemError`` naming neither)."""
+    if reader != "C":
+        monkeypatch.setattr(arrow_reads, "lib", None)
+    topic = unique("forged")
+    create_topic(local_stack, topic, 1)
+    bootstrap = local_stack.bootstrap(SOURCE)
+    # The forging itself is sound: a batch with a UTF-8 name is read back as sent (offset 0).
+    assert produce_raw(bootstrap, topic, 0, record_batch(b"fine", [(b"n\xc3\xa9", b"1")])) == 0
+    assert produce_raw(bootstrap, topic, 0, record_batch(b"bad", [(b"\xff\xfe", b"2")])) == 0
+    producer = Producer({"bootstrap.servers": bootstrap})
+    producer.produce(topic, value=b"after", partition=0)  # offset 2
+    producer.flush(30)
+    config, _ = egress_config({topic: {}})
+    read = [b for b in read_range(config, OffsetRange(topic, 0, 0, 1))]
+    assert isinstance(read[0], pa.RecordBatch)
+    assert read[0].to_pylist()[0]["headers"] == [{"key": "n\u00e9", "value": b"1"}]
+    with pytest.raises(
+        BrokerError,
+        match=rf"reading {topic} partition 0: the record at offset 1 cannot be archived: "
+        "a header name is not UTF-8",
+    ):
+        list(read_range(config, OffsetRange(topic, 0, 0, 3)))

@@ -24,12 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct ar_buffer {
-    unsigned char *data;
-    size_t len;
-    size_t cap;
-    size_t hint; /* the capacity the last detached data had: the next one starts there */
-};
+/* struct ar_buffer, ar_binary and ar_batch, which Python reads too, are declared once in
+ * arrow_reader_build.py (SHARED_TYPES), ahead of this file. */
 
 struct ar_reader {
     rd_kafka_t *rk;
@@ -74,12 +70,6 @@ static void ar_free_buffer(struct ar_buffer *b) {
     b->len = b->cap = 0;
 }
 
-/* Offsets (int32, one per element plus one), data and validity of a binary column. */
-struct ar_binary {
-    struct ar_buffer offsets, data, validity;
-    int64_t count, nulls;
-};
-
 static int ar_binary_start(struct ar_binary *c) {
     c->offsets.len = c->data.len = c->validity.len = 0;
     c->count = c->nulls = 0;
@@ -102,17 +92,6 @@ static int ar_binary_add(struct ar_binary *c, const void *bytes, size_t n) {
     c->count++;
     return ar_append(&c->offsets, &end, sizeof end);
 }
-
-struct ar_batch {
-    int64_t count;
-    struct ar_buffer offsets, timestamps, timestamp_types, header_counts;
-    struct ar_binary keys, values, header_keys, header_values;
-    int32_t error;
-    int64_t error_offset;
-    char error_text[512];
-    int64_t position;
-    int done;
-};
 
 static int utf8_valid(const unsigned char *s, size_t n) {
     size_t i = 0;

@@ -111,9 +111,16 @@ const char *rd_kafka_err2str(rd_kafka_resp_err_t err);
 static void ar_log(const void *rk, int level, const char *fac, const char *buf);
 """
 
-CDEF = """
-struct ar_buffer { unsigned char *data; size_t len; size_t cap; size_t hint; };
+SHARED_TYPES = """
+struct ar_buffer {
+    unsigned char *data;
+    size_t len;
+    size_t cap;
+    size_t hint;  /* the capacity the last detached data had: the next one starts there */
+};
+/* A binary column: offsets (int32, one per element and one more), data and validity. */
 struct ar_binary { struct ar_buffer offsets, data, validity; int64_t count, nulls; };
+/* One read's records, column by column, and where and why it stopped. */
 struct ar_batch {
     int64_t count;
     struct ar_buffer offsets, timestamps, timestamp_types, header_counts;
@@ -124,6 +131,13 @@ struct ar_batch {
     int64_t position;
     int done;
 };
+"""
+"""The structures both the C reader fills and Python reads: declared once, given to cffi
+and put ahead of the C source."""
+
+CDEF = (
+    SHARED_TYPES
+    + """
 struct ar_reader;
 
 struct ar_reader *ar_open(const char **names, const char **values, int count, int with_log,
@@ -143,6 +157,7 @@ int ar_read(struct ar_reader *r, struct ar_batch *b, int most, int timeout_ms, i
 
 extern "Python" void ar_log(const void *rk, int level, const char *fac, const char *buf);
 """
+)
 
 
 def bundled_librdkafka() -> Path:
@@ -163,7 +178,7 @@ def builder() -> FFI:
     ffibuilder.cdef(CDEF)
     ffibuilder.set_source(
         MODULE,
-        RDKAFKA_SUBSET + (HERE / "arrow_reader.c").read_text(),
+        RDKAFKA_SUBSET + SHARED_TYPES + (HERE / "arrow_reader.c").read_text(),
         extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-unused-function"],
         extra_link_args=[f"-L{library.parent}", f"-l:{library.name}"],
     )

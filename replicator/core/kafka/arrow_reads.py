@@ -88,7 +88,19 @@ def open_reader(conf: dict[str, Any], skip_header: str | None = None) -> Partiti
     the confluent-kafka one. ``skip_header``: records carrying it are passed over."""
     if lib is not None and c_reader_takes(conf):
         return ArrowPartitionReader(conf, skip_header)
+    if not _fallback_told:
+        _fallback_told.append(True)
+        log.warning(
+            "reading partitions through confluent-kafka's Python objects, several times "
+            "slower than the C range reader: %s",
+            "a client setting is a Python callable"
+            if lib is not None
+            else "the C range reader is not built (`make setup` builds it)",
+        )
     return MessagePartitionReader(conf, skip_header)
+
+
+_fallback_told: list[bool] = []
 
 
 def c_reader_available() -> bool:
@@ -150,6 +162,9 @@ class ArrowPartitionReader:
             raise BrokerError(f"cannot create a Kafka consumer: {ffi.string(errstr).decode()}")
         self._handle = handle
         self._batch = lib.ar_batch_new()
+        if self._batch == ffi.NULL:
+            lib.ar_close(handle)
+            raise MemoryError("the C range reader could not allocate its batch")
         self._skip = ffi.new("char[]", skip_header.encode()) if skip_header else ffi.NULL
         self._topic = b""
 
@@ -274,7 +289,13 @@ class MessagePartitionReader:
             offset = message.offset()
             if offset >= end:
                 return ReadChunk(_records(taken), end, done=True)
-            if not (self._skip and self._skip(message.headers())):
+            try:
+                headers = message.headers()
+            except (SystemError, UnicodeDecodeError):  # how confluent-kafka fails on it
+                self._pending = messages[index:]
+                bad = KafkaError(BAD_RECORD, "a header name is not UTF-8")
+                return ReadChunk(_records(taken), position, bad, offset)
+            if not (self._skip and self._skip(headers)):
                 taken.append(message)
             position = offset + 1
         return ReadChunk(_records(taken), position)
