@@ -242,8 +242,23 @@ def read_range(config: Config, rng: OffsetRange) -> Iterator[pa.RecordBatch | Lo
 
 
 def _check_bounds(reader: PartitionReader, rng: OffsetRange, position: int) -> None:
-    """Raise :class:`DataLossError` if ``position`` is outside the partition's log."""
-    log_start, log_end = reader.watermarks(rng.topic, rng.partition, 30)
+    """Raise :class:`DataLossError` if ``position`` is outside the partition's log.
+
+    A log whose bounds cannot be read now (its broker restarting: "Unknown partition",
+    no leader) is asked again at the next read without progress: only the stall timeout
+    ends a read that never learns them."""
+    try:
+        log_start, log_end = reader.watermarks(rng.topic, rng.partition, 30)
+    except BrokerError as exc:
+        log.warning(
+            "cannot compare offset %d of %s partition %d with the log's bounds now (%s); "
+            "asking again",
+            position,
+            rng.topic,
+            rng.partition,
+            exc,
+        )
+        return
     if position < log_start or position >= log_end:
         raise DataLossError(
             rng.topic,
@@ -266,12 +281,26 @@ def resume_after_loss(rng: OffsetRange, position: int, log_start: int, log_end: 
 
 def _skip_or_raise(
     reader: PartitionReader, egress: Any, rng: OffsetRange, position: int, loss: DataLossError
-) -> tuple[int, tuple[int, int]]:
+) -> tuple[int, tuple[int, int] | None]:
     """Where reading goes on after ``loss`` at ``position`` and the lost offsets [position,
-    resume) to announce, when ``on_data_loss = "skip"``; else the loss is raised."""
+    resume) to announce, when ``on_data_loss = "skip"``; else the loss is raised. When the
+    log's bounds cannot be read now, nothing is skipped: the partition is read again from
+    ``position``, and the loss, if it is one, is met again."""
     if egress.on_data_loss != "skip":
         raise loss
-    resume = _skip_loss(reader, egress.region, rng, position, loss)
+    try:
+        resume = _skip_loss(reader, egress.region, rng, position, loss)
+    except BrokerError as exc:
+        log.warning(
+            "cannot read the log's bounds of %s partition %d now (%s); reading again from "
+            "offset %d before skipping anything",
+            rng.topic,
+            rng.partition,
+            exc,
+            position,
+        )
+        reader.assign(rng.topic, rng.partition, position)
+        return position, None
     return resume, (position, resume)
 
 

@@ -8,13 +8,17 @@ DeleteRecords and by retention: ``tests/egress/test_recovery.py``."""
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
+from egress import kafka_source
 from egress.errors import DataLossError
 from egress.kafka_source import KafkaStreamReader, encode, read_range, resume_after_loss
 from egress.planning import OffsetRange
 from egress.segment_sink import LostOffsets, write_range
 from egress.spark_options import CONFIG_OPTION, config_to_option
+from replicator.core.kafka.arrow_reads import PartitionReader, open_reader
+from replicator.core.kafka.errors import BrokerError
 from replicator.core.segments.selection import CaughtUp, ReadNext, next_step
 from tests.fixtures.egress import one_partition_topic
 from tests.fixtures.stack import SOURCE
@@ -75,6 +79,51 @@ def test_a_planned_range_gone_before_it_is_read_completes_with_skip(
     ]
     [segment] = store.list_segments(SOURCE, topic, 0)
     assert store.open(segment).footer.source_data_loss
+
+
+@pytest.mark.parametrize("policy", ["skip", "fail"])
+def test_log_bounds_unreadable_for_a_while_are_asked_again_not_a_failure(
+    local_stack, egress_config, unique, monkeypatch, policy
+):
+    """The log's bounds asked while its broker restarts fail ("Local: Unknown partition",
+    seen in a chaos run: egress stopped). The read asks again instead of failing its batch,
+    and ends as the log says once it answers: here the range is gone (a truncated log),
+    so it is skipped or fails with the data loss, never with the broker's hiccup. The
+    first and the third asks fail: one while checking the bounds, one while skipping."""
+    topic = unique("bounds-later")
+    one_partition_topic(local_stack, topic, [b"v%d" % i for i in range(10)])
+    config, _ = egress_config({topic: {}}, on_data_loss=policy)
+    monkeypatch.setattr(kafka_source, "LOSS_CHECK_AFTER", 1.0)
+    asks: list[int] = []
+
+    def flaky_reader(conf: dict, skip_header: str | None = None) -> PartitionReader:
+        reader = open_reader(conf, skip_header)
+        watermarks = reader.watermarks
+
+        def sometimes(topic: str, partition: int, timeout: float) -> tuple[int, int]:
+            asks.append(1)
+            if len(asks) in (1, 3):
+                raise BrokerError("reading the log bounds: Local: Unknown partition")
+            return watermarks(topic, partition, timeout)
+
+        reader.watermarks = sometimes  # type: ignore[method-assign]
+        return reader
+
+    monkeypatch.setattr(kafka_source, "open_reader", flaky_reader)
+    # Records 5-9 are read; 10-14 were planned but the log ends at 10: no progress, so the
+    # bounds are asked (a log truncated below the planned end looks like a quiet one).
+    planned = OffsetRange(topic, 0, 5, 15)
+    if policy == "fail":
+        with pytest.raises(DataLossError, match="no longer holds offset 10"):
+            list(read_range(config, planned))
+        assert len(asks) == 2  # the first failed and was asked again
+        return
+    read = list(read_range(config, planned))
+    assert read[-1] == LostOffsets(10, 15)
+    batches = [b for b in read[:-1] if isinstance(b, pa.RecordBatch)]
+    offsets = [o for b in batches for o in b["offset"].to_pylist()]
+    assert offsets == [5, 6, 7, 8, 9]
+    assert len(asks) == 5  # bounds: failed, loss found; skipping: failed, then both again
 
 
 def test_resuming_after_a_loss_goes_to_the_log_start_or_the_range_end():
