@@ -28,13 +28,11 @@ The contract of :meth:`PartitionReader.read`, which the reader's caller builds i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from replicator.core.kafka import provenance
 from replicator.core.kafka.client_logs import CLIENT_LOGGER
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.records import messages_to_records
@@ -166,11 +164,9 @@ class ArrowPartitionReader:
             lib.ar_close(handle)
             raise MemoryError("the C range reader could not allocate its batch")
         self._skip = ffi.new("char[]", skip_header.encode()) if skip_header else ffi.NULL
-        self._topic = b""
 
     def assign(self, topic: str, partition: int, offset: int) -> None:
-        self._topic = topic.encode()
-        code = lib.ar_assign(self._handle, self._topic, partition, offset)
+        code = lib.ar_assign(self._handle, topic.encode(), partition, offset)
         if code:
             raise BrokerError.from_kafka(
                 f"assigning {topic} partition {partition}", KafkaError(code)
@@ -263,13 +259,7 @@ class MessagePartitionReader:
 
     def __init__(self, conf: dict[str, Any], skip_header: str | None = None) -> None:
         self._consumer = Consumer(conf)
-        self._skip: Callable[[Any], bool] | None = None
-        if skip_header == provenance.HEADER:
-            self._skip = provenance.is_replicated
-        elif skip_header is not None:
-            self._skip = lambda headers: (
-                bool(headers) and any(name == skip_header for name, _ in headers)
-            )
+        self._skip_header = skip_header
         self._pending: list[Any] = []
 
     def assign(self, topic: str, partition: int, offset: int) -> None:
@@ -295,7 +285,7 @@ class MessagePartitionReader:
                 self._pending = messages[index:]
                 bad = KafkaError(BAD_RECORD, "a header name is not UTF-8")
                 return ReadChunk(_records(taken), position, bad, offset)
-            if not (self._skip and self._skip(headers)):
+            if not (self._skip_header and _carries(headers, self._skip_header)):
                 taken.append(message)
             position = offset + 1
         return ReadChunk(_records(taken), position)
@@ -308,6 +298,12 @@ class MessagePartitionReader:
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def _carries(headers: Any, name: str) -> bool:
+    """Whether confluent-kafka ``headers`` hold one named ``name`` (as
+    :func:`replicator.core.kafka.provenance.is_replicated` asks of provenance)."""
+    return bool(headers) and any(header == name for header, _ in headers)
 
 
 def _records(messages: list[Any]) -> pa.RecordBatch | None:
