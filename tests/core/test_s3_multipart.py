@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replicator.core.aws.errors import StorageError
 from replicator.core.aws.s3_streams import S3MultipartWriter
@@ -153,3 +155,58 @@ def test_a_stream_smaller_than_a_part_is_one_put_without_threads():
     uploaded = writer.complete()
     assert client.calls == [("put", PART // 2)]
     assert uploaded.md5_etag == hashlib.md5(body(0.5)).hexdigest()
+
+
+class OpenGates(RecordingS3):
+    """Every part goes through at once; a single PUT is kept as part 1."""
+
+    def part_gate(self, number: int) -> threading.Event:
+        gate = super().part_gate(number)
+        gate.set()
+        return gate
+
+    def put_object(self, **kwargs: Any) -> dict[str, str]:
+        self.bodies[1] = kwargs["Body"]
+        return {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    writes=st.lists(
+        st.tuples(st.integers(0, 3 * PART + 7), st.sampled_from(["bytes", "bytearray", "view"])),
+        max_size=12,
+    )
+)
+def test_the_parts_hold_the_bytes_written_in_order_whatever_the_writes(
+    writes: list[tuple[int, str]],
+) -> None:
+    """Writes of any size and buffer type, at or off a part's boundary: every part but the
+    last is a whole part, and the parts joined are the bytes written."""
+    client = OpenGates()
+    writer = writer_of(client)
+    written = bytearray()
+    for number, (size, kind) in enumerate(writes):
+        data = bytes((number * 7 + i) % 256 for i in range(size))
+        written += data
+        as_written = {"bytes": data, "bytearray": bytearray(data), "view": memoryview(data)}
+        writer.write(as_written[kind])
+    uploaded = writer.complete()
+    parts = [client.bodies[n] for n in sorted(client.bodies)]
+    assert b"".join(parts) == written
+    assert all(len(part) == PART for part in parts[:-1])
+    assert uploaded.size == len(written)
+
+
+def test_a_whole_part_of_bytes_is_sent_as_it_is_and_a_mutable_buffer_is_copied():
+    """No copy of an immutable part written at a boundary (a spooled segment read back a
+    part at a time); a bytearray changed after the write does not change what is sent."""
+    client = OpenGates()
+    writer = writer_of(client)
+    first = body(1)
+    writer.write(first)
+    second = bytearray(body(1))
+    writer.write(second)
+    second[:] = bytes(PART)  # the caller reuses its buffer
+    writer.complete()
+    assert client.bodies[1] is first
+    assert client.bodies[2] == body(1)

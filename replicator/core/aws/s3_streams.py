@@ -91,16 +91,39 @@ class S3MultipartWriter(io.RawIOBase):
         return True
 
     def write(self, data: Any) -> int:
+        """Buffer ``data``, sending each part as it fills.
+
+        Each byte is copied once on its way to a part (the part must not change while it
+        is sent, so the caller's buffer is not sent), and not at all when ``data`` is an
+        immutable ``bytes`` of exactly one part written at a part's boundary — what a
+        spooled segment read back a part at a time is (:func:`upload_stream`). Before,
+        every byte was copied three times (into the buffer, a slice of it, ``bytes`` of
+        the slice): a tenth of egress's write CPU per record (docs/performance.md)."""
         view = memoryview(data).cast("B")
-        self._buffer += view
-        self._written += len(view)
+        size = len(view)
+        self._written += size
+        start = 0
+        if not self._buffer:
+            if isinstance(data, bytes) and size == self._part_size:
+                self._upload_part(data)
+                return size
+            while size - start >= self._part_size:
+                self._upload_part(bytes(view[start : start + self._part_size]))
+                start += self._part_size
+        self._buffer += view[start:]
         while len(self._buffer) >= self._part_size:
-            self._upload_part(bytes(self._buffer[: self._part_size]))
+            with memoryview(self._buffer) as buffered:
+                part = bytes(buffered[: self._part_size])
+            self._upload_part(part)
             del self._buffer[: self._part_size]
-        return len(view)
+        return size
 
     def tell(self) -> int:
         return self._written
+
+    @property
+    def part_size(self) -> int:
+        return self._part_size
 
     def _upload_part(self, body: bytes) -> None:
         """Send ``body`` as the next part, once fewer than ``parts_in_flight`` are on
@@ -194,6 +217,19 @@ class S3MultipartWriter(io.RawIOBase):
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         self._sending.clear()
+
+
+def upload_stream(stream: io.BufferedIOBase | Any, sink: S3MultipartWriter) -> UploadedObject:
+    """Upload what ``stream`` holds from its position to ``sink`` and complete it: read a
+    part at a time, so each part is sent as read (no copy in the writer); a failure
+    aborts the upload (nothing appears at the key) and is raised."""
+    try:
+        while part := stream.read(sink.part_size):
+            sink.write(part)
+        return sink.complete()
+    except BaseException:
+        sink.abort()
+        raise
 
 
 class S3RangedReader(io.RawIOBase):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -28,7 +27,12 @@ import pyarrow as pa
 
 from replicator.core.aws.clients import lookup_s3_client, s3_client, s3_errors
 from replicator.core.aws.errors import StorageError
-from replicator.core.aws.s3_streams import S3MultipartWriter, S3RangedReader, UploadedObject
+from replicator.core.aws.s3_streams import (
+    S3MultipartWriter,
+    S3RangedReader,
+    UploadedObject,
+    upload_stream,
+)
 from replicator.core.config import Config, S3Config
 from replicator.core.decimal_text import parse_decimal
 from replicator.core.errors import ConfigError
@@ -143,14 +147,8 @@ class SpooledSegment:
             footer = self.writer.close(end)
             key = self.writer.segment_key
             s3_key = key.to_s3_key(self._store.prefix)
-            sink = self._store.sink(s3_key, self._storage_class)
             self._spool.seek(0)
-            try:
-                shutil.copyfileobj(self._spool, sink, self._store.part_size)
-                size = sink.complete().size
-            except BaseException:
-                sink.abort()
-                raise
+            size = upload_stream(self._spool, self._store.sink(s3_key, self._storage_class)).size
         finally:
             self._spool.close()
         return StoredSegment(key, s3_key, size), footer
