@@ -32,7 +32,12 @@ max_segment_age = "5m"
 """
 
 
-def measure(records: int, partitions: int, segment_bytes: str = "256MiB") -> dict[str, Any]:
+SEGMENT_BYTES = "256MiB"
+"""The benchmark's ``max_segment_bytes``: 1,000,000-record segments (the message limit)
+of about 200 MiB, each a multipart upload of 16 MiB parts."""
+
+
+def measure(records: int, partitions: int, segment_bytes: str = SEGMENT_BYTES) -> dict[str, Any]:
     template = CONFIG.replace("{segment_bytes}", segment_bytes)
     with bench_stack(template, "egress") as (config, root):
         bootstrap = config.region("us-east-1").kafka.bootstrap_servers
@@ -76,9 +81,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--segment-bytes", default=SEGMENT_BYTES, help="max_segment_bytes")
     args = parser.parse_args()
     configure_logging("WARNING")
-    figures = measure(args.records, args.partitions)
+    figures = measure(args.records, args.partitions, args.segment_bytes)
     print(json.dumps(figures, indent=2))
 
 

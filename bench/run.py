@@ -607,6 +607,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument(
+        "--egress-segment-bytes",
+        default=egress_throughput.SEGMENT_BYTES,
+        help="egress's max_segment_bytes (record bytes; the compiled-client limit writes "
+        f"{compiled_limit.OBJECT_BYTES // 2**20} MiB objects)",
+    )
     parser.add_argument("--latency-seconds", type=float, default=60.0)
     parser.add_argument("--latency-rate", type=int, default=2_000)
     parser.add_argument("--only", nargs="+", choices=BENCHMARKS)
@@ -665,11 +671,15 @@ def main() -> None:
     def fresh(name: str, once: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
         """The first run here, each further run in a process of its own."""
         common = ["--records", str(args.records), "--partitions", str(args.partitions)]
+        common += ["--egress-segment-bytes", args.egress_segment_bytes]
         return [once()] + [in_fresh_process(name, common) for _ in range(repeat - 1)]
 
     steps: dict[str, Callable[[bool], list[dict[str, Any]]]] = {
         "egress": lambda _: fresh(
-            "egress", lambda: egress_throughput.measure(args.records, args.partitions)
+            "egress",
+            lambda: egress_throughput.measure(
+                args.records, args.partitions, args.egress_segment_bytes
+            ),
         ),
         "ingress": lambda _: ingress_throughput.measure(args.records, args.partitions, repeat),
         "compaction": lambda _: fresh(
