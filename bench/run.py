@@ -4,9 +4,11 @@ figure measured ``--repeat`` times (3 by default) and judged on its median.
 Runs the egress, ingress and compaction throughput benchmarks on the fixed workload
 (8 partitions, 2,000,000 records, 16-byte keys, 200-byte values, one header), restore's,
 the end-to-end latency benchmark, the relay's throughput (half the workload) and latency,
-and the scale benchmark (:mod:`bench.scale`) and an S3 upload with a round trip added to
-each request (:mod:`bench.upload`), samples peak memory while they run, counts the AWS
-requests of each stage; prints the tables and writes ``bench/results/latest.json``.
+and the scale benchmark (:mod:`bench.scale`), an S3 upload with a round trip added to
+each request (:mod:`bench.upload`) and what the local S3 endpoint spends on multipart
+uploads against single PUTs (:mod:`bench.s3_stand_in`), samples peak memory while
+they run, counts the AWS requests of each stage; prints the tables and writes
+``bench/results/latest.json``.
 
 Repeats. Ingress and restore repeat their measurement on one stack: the segments are
 written once, and each run (the baseline loop, then the product as a process of its own)
@@ -17,7 +19,8 @@ second run start where the first ended, and the latency benchmarks' services wou
 one run's backlog into the next. Egress and compaction run Spark in the benchmark's
 process, so each of their runs after the first is a process of its own
 (:func:`in_fresh_process`): a second Spark session in a process that had one starts in a
-fraction of a second. Scale and upload run once: no target is judged on them.
+fraction of a second. Scale, upload and the S3 endpoint's cost run once: no target is
+judged on them.
 
 Under load. After the normal pass, the latency benchmarks (end to end, and the relay's)
 run once more, as many times, with a CPU hog spinning on one core (:mod:`bench.cpu_hog`)
@@ -55,6 +58,7 @@ from bench import (
     profiles,
     relay,
     restore_throughput,
+    s3_stand_in,
     scale,
     upload,
 )
@@ -262,6 +266,17 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                 "MB/s",
                 u["mb_per_s_parts_in_flight"],
                 u["mb_per_s_one_part_at_a_time"],
+            )
+        )
+    if "s3_stand_in" in raw:
+        s3 = raw["s3_stand_in"]
+        found.append(
+            _informative(
+                f"S3 endpoint CPU storing {s3['object_mib']} MiB as one multipart upload "
+                f"(baseline: as {s3['put_mib']} MiB PUTs, as the compiled-client limit does)",
+                "ns/byte",
+                s3["multipart"]["endpoint_cpu_ns_per_byte"],
+                s3["single_puts"]["endpoint_cpu_ns_per_byte"],
             )
         )
     return found
@@ -574,8 +589,9 @@ BENCHMARKS = [
     "compiled_limit",
     "scale",
     "upload",
+    "s3_stand_in",
 ]
-ONCE = {"scale", "upload"}
+ONCE = {"scale", "upload", "s3_stand_in"}
 """Measured once whatever ``--repeat`` says: no target is judged on them."""
 LATENCY = ("latency", "relay_latency")
 """The benchmarks the CPU hog's pass repeats."""
@@ -702,6 +718,7 @@ def main() -> None:
             scale.measure(args.scale_records, args.scale_partitions, args.scale_segments)
         ],
         "upload": lambda _: [upload.measure(64, 0.1)],
+        "s3_stand_in": lambda _: [s3_stand_in.measure(256)],
     }
     runs: list[dict[str, dict[str, Any]]] = [{} for _ in range(repeat)]
     step_seconds: dict[str, float] = {}

@@ -302,3 +302,22 @@ def test_each_archive_stage_is_judged_against_half_the_compiled_client_limit():
     assert not any(name.startswith("ingress") for name in found)  # not measured in this run
     assert found["compiled-client limit S3 -> Kafka records/s"].project == 300.0
     assert _compiled_limit_figures({"egress": raw["egress"]}) == []
+
+
+def test_the_s3_endpoints_cost_of_multipart_uploads_is_reported_against_single_puts():
+    stand_in = {
+        "object_mib": 256,
+        "put_mib": 16,
+        "multipart": {"endpoint_cpu_ns_per_byte": 14.0},
+        "single_puts": {"endpoint_cpu_ns_per_byte": 7.0},
+    }
+    (figure,) = [
+        f for f in figures_from({"s3_stand_in": stand_in}) if f.name.startswith("S3 endpoint")
+    ]
+    assert (figure.unit, figure.project, figure.baseline, figure.ratio) == (
+        "ns/byte",
+        14.0,
+        7.0,
+        2.0,
+    )
+    assert "256 MiB as one multipart upload" in figure.name and "16 MiB PUTs" in figure.name
