@@ -6,6 +6,7 @@ against the local S3 (the object's bytes and the ETag S3 computes)."""
 from __future__ import annotations
 
 import hashlib
+import io
 import threading
 from typing import Any
 
@@ -15,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replicator.core.aws.errors import StorageError
-from replicator.core.aws.s3_streams import S3MultipartWriter
+from replicator.core.aws.s3_streams import S3MultipartWriter, upload_stream
 
 PART = 1024
 WAIT = 10.0
@@ -173,7 +174,10 @@ class OpenGates(RecordingS3):
 @settings(max_examples=200, deadline=None)
 @given(
     writes=st.lists(
-        st.tuples(st.integers(0, 3 * PART + 7), st.sampled_from(["bytes", "bytearray", "view"])),
+        st.tuples(
+            st.one_of(st.sampled_from([PART, 2 * PART]), st.integers(0, 3 * PART + 7)),
+            st.sampled_from(["bytes", "bytearray", "view"]),
+        ),
         max_size=12,
     )
 )
@@ -207,6 +211,41 @@ def test_a_whole_part_of_bytes_is_sent_as_it_is_and_a_mutable_buffer_is_copied()
     second = bytearray(body(1))
     writer.write(second)
     second[:] = bytes(PART)  # the caller reuses its buffer
-    writer.complete()
+    uploaded = writer.complete()
     assert client.bodies[1] is first
     assert client.bodies[2] == body(1)
+    assert uploaded.size == 2 * PART
+    digests = hashlib.md5(body(1)).digest() * 2
+    assert uploaded.md5_etag == f"{hashlib.md5(digests).hexdigest()}-2"
+
+
+class FailingRead(io.BytesIO):
+    """A spool whose second read fails (a disk error while the segment is read back)."""
+
+    reads = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        self.reads += 1
+        if self.reads == 2:
+            raise OSError("read error on the spool")
+        return super().read(size)
+
+
+def test_uploading_a_stream_sends_it_part_by_part_and_completes():
+    client = OpenGates()
+    data = body(2.5)
+    uploaded = upload_stream(io.BytesIO(data), writer_of(client))
+    assert [len(client.bodies[n]) for n in (1, 2, 3)] == [PART, PART, PART // 2]
+    assert b"".join(client.bodies[n] for n in (1, 2, 3)) == data
+    assert client.calls[-1] == ("complete", [1, 2, 3]) and uploaded.size == len(data)
+
+
+@pytest.mark.parametrize("failing", ["read", "part"])
+def test_an_upload_of_a_stream_that_fails_is_aborted_and_the_failure_raised(failing: str):
+    client = OpenGates(fail_part=1 if failing == "part" else None)
+    stream = FailingRead(body(3)) if failing == "read" else io.BytesIO(body(3))
+    raised = OSError if failing == "read" else StorageError
+    with pytest.raises(raised):
+        upload_stream(stream, writer_of(client, in_flight=1))
+    assert client.calls[-1] == ("abort", "u1")
+    assert not [c for c in client.calls if c[0] == "complete"]

@@ -98,7 +98,7 @@ class S3MultipartWriter(io.RawIOBase):
         immutable ``bytes`` of exactly one part written at a part's boundary — what a
         spooled segment read back a part at a time is (:func:`upload_stream`). Before,
         every byte was copied three times (into the buffer, a slice of it, ``bytes`` of
-        the slice): a tenth of egress's write CPU per record (docs/performance.md)."""
+        the slice). After an exception the upload is to be aborted, not written on."""
         view = memoryview(data).cast("B")
         size = len(view)
         self._written += size
