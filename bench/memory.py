@@ -30,6 +30,20 @@ def _read(pid: int, name: str) -> str | None:
         return None
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User and system CPU seconds of process ``pid`` so far (None once it is gone)."""
+    try:
+        with open(f"{PROC}/{pid}/stat", "rb") as stat:
+            # "pid (comm) state ...": comm may hold spaces and parentheses.
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
 def peak_rss_bytes(pid: int) -> int | None:
     """The process's peak RSS so far (VmHWM), or None once it is gone."""
     status = _read(pid, "status")

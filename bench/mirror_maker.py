@@ -37,6 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.latency import PARTITIONS as LATENCY_PARTITIONS
 from bench.latency import lag_figures, loaded, steady_load
 from bench.local_stack import bench_stack
+from bench.memory import cpu_seconds
 from bench.peers import MIRROR_MAKER_CLASS, mirror_maker_libs
 from infra.broker import java
 from infra.drill import DestinationTail
@@ -169,8 +170,9 @@ class MirrorMaker:
     def cpu_seconds(self) -> float:
         """User and system CPU seconds the process has used so far (Linux ``/proc``)."""
         assert self.process is not None
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        used = cpu_seconds(self.process.pid)
+        assert used is not None, "MirrorMaker exited before its CPU was read"
+        return used
 
     def stop(self, timeout: float = 30.0) -> None:
         if self.process is None or self.process.poll() is not None:

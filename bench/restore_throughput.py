@@ -27,7 +27,13 @@ from typing import Any
 from bench.baselines import plain_replay
 from bench.ingress_throughput import write_segments
 from bench.local_stack import bench_stack
-from bench.memory import command_line, descendants, parents, spark_python_process
+from bench.memory import (
+    command_line,
+    cpu_seconds,
+    descendants,
+    parents,
+    spark_python_process,
+)
 from bench.profiles import profiled
 from replicator.core.logs import configure_logging
 from replicator.core.segments.descriptor import describe
@@ -36,7 +42,6 @@ from replicator.core.segments.store import SegmentStore
 
 TOPIC = "bench"
 CPU_INTERVAL = 0.5
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def measure(records: int, partitions: int, repeat: int = 1) -> list[dict[str, Any]]:
@@ -123,7 +128,7 @@ def _tree_cpu(run: subprocess.Popen[str], deadline: float, command: list[str]) -
             run.kill()
             raise TimeoutError(f"restore still running at the benchmark's limit: {command}")
         for pid in [run.pid, *descendants(run.pid, parents())]:
-            used = _cpu_seconds(pid)
+            used = cpu_seconds(pid)
             if used is None:
                 continue
             kind = seen[pid][1] if pid in seen else _kind(pid, run.pid)
@@ -139,16 +144,6 @@ def _kind(pid: int, driver: int) -> str:
     if pid == driver:
         return "driver"
     return "python workers" if spark_python_process(command_line(pid)) else "jvm and others"
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    """User and system CPU seconds of process ``pid`` so far (None: gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            fields = stat.read().rsplit(b")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
 def main() -> None:

@@ -18,12 +18,13 @@ import argparse
 import io
 import json
 import os
+import statistics
 import time
 from typing import Any
 
 from bench.compiled_limit import OBJECT_BYTES
 from bench.local_stack import bench_stack
-from bench.memory import command_line, descendants, parents
+from bench.memory import command_line, cpu_seconds, descendants, parents
 from replicator.core.aws.s3_streams import S3MultipartWriter, upload_stream
 from replicator.core.logs import configure_logging
 from replicator.core.segments.store import SegmentStore
@@ -32,11 +33,11 @@ ROUNDS = 3
 """Each way is measured this many times, alternating; the figures are medians."""
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU of process ``pid`` so far, from /proc."""
-    with open(f"/proc/{pid}/stat", "rb") as stat:
-        fields = stat.read().rsplit(b")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def endpoint_cpu_seconds(pid: int) -> float:
+    used = cpu_seconds(pid)
+    if used is None:
+        raise RuntimeError(f"the S3 endpoint (pid {pid}) exited during the benchmark")
+    return used
 
 
 def s3_endpoint_pid() -> int:
@@ -69,21 +70,19 @@ def measure(mib: int) -> dict[str, Any]:
         spent: dict[str, list[tuple[float, float, float]]] = {way: [] for way in ways}
         for round_ in range(ROUNDS):
             for way, upload in ways.items():
-                endpoint_before, client_before = cpu_seconds(endpoint), time.process_time()
+                endpoint_before, client_before = endpoint_cpu_seconds(endpoint), time.process_time()
                 started = time.perf_counter()
                 upload(f"stand-in/{way}/{round_}")
                 spent[way].append(
                     (
-                        cpu_seconds(endpoint) - endpoint_before,
+                        endpoint_cpu_seconds(endpoint) - endpoint_before,
                         time.process_time() - client_before,
                         time.perf_counter() - started,
                     )
                 )
     figures: dict[str, Any] = {"object_mib": mib, "put_mib": OBJECT_BYTES // 2**20}
     for way, rounds in spent.items():
-        endpoint_s, client_s, wall_s = (
-            sorted(column)[len(column) // 2] for column in zip(*rounds, strict=True)
-        )
+        endpoint_s, client_s, wall_s = map(statistics.median, zip(*rounds, strict=True))
         figures[way] = {
             "endpoint_cpu_seconds": endpoint_s,
             "client_cpu_seconds": client_s,

@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from bench.memory import PeakRss
+from bench.memory import PeakRss, cpu_seconds
 
 MARK = "peak-rss-test-mark"
 STARTER = (
@@ -57,3 +57,34 @@ def test_only_the_benchmarks_descendants_are_sampled(tmp_path: Path):
             if pid:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, 9)
+
+
+def test_cpu_seconds_counts_a_process_work_and_none_once_it_is_gone():
+    spinner = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nend = time.process_time() + 0.5\nwhile time.process_time() < end: pass",
+        ]
+    )
+    spinner.wait(30)
+    assert cpu_seconds(os.getpid()) is not None
+    assert cpu_seconds(spinner.pid) is None  # reaped: its /proc entry is gone
+    busy = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nend = time.process_time() + 0.5\n"
+            "while time.process_time() < end: pass\nsys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        used = 0.0
+        while used < 0.4 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            used = cpu_seconds(busy.pid) or 0.0
+        assert used >= 0.4
+    finally:
+        busy.communicate(b"", timeout=30)

@@ -104,11 +104,9 @@ class S3MultipartWriter(io.RawIOBase):
         self._written += size
         start = 0
         if not self._buffer:
-            if isinstance(data, bytes) and size == self._part_size:
-                self._upload_part(data)
-                return size
+            as_is = isinstance(data, bytes) and size == self._part_size
             while size - start >= self._part_size:
-                self._upload_part(bytes(view[start : start + self._part_size]))
+                self._upload_part(data if as_is else bytes(view[start : start + self._part_size]))
                 start += self._part_size
         self._buffer += view[start:]
         while len(self._buffer) >= self._part_size:
