@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import http.client
 import logging
 import multiprocessing
 import os
@@ -366,8 +367,8 @@ class IngressInstance:
 
 
 class _MembersCollector:
-    """The members' metrics, scraped when the instance is (a member restarting is
-    absent from that scrape)."""
+    """The members' metrics, scraped when the instance is (a member restarting, or
+    ending mid-answer, is absent from that scrape; the others are in it)."""
 
     def __init__(self, ports: Callable[[], Iterable[tuple[int, int]]]) -> None:
         self._ports = ports
@@ -380,7 +381,7 @@ class _MembersCollector:
                     f"http://127.0.0.1:{port}/metrics", timeout=MEMBER_PROBE_TIMEOUT
                 ) as answer:
                     expositions[index] = answer.read().decode()
-            except OSError as exc:
+            except (OSError, http.client.HTTPException) as exc:
                 log.debug("ingress process %d metrics: %s", index, exc)
         yield from merged_families(expositions)
 
@@ -393,8 +394,8 @@ def _probe(port: int, path: str) -> tuple[int, str]:
             return answer.status, answer.read().decode(errors="replace")
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode(errors="replace")
-    except OSError as exc:
-        return 0, str(exc)
+    except (OSError, http.client.HTTPException) as exc:  # a member ending mid-answer
+        return 0, str(exc) or type(exc).__name__
 
 
 def _signal_name(number: int) -> str:

@@ -11,6 +11,7 @@ Its own secured stack (the ``secured`` fixture of tests/fixtures/secured.py).
 
 from __future__ import annotations
 
+import http.client
 import re
 import subprocess
 import time
@@ -103,11 +104,11 @@ def set_producer_quota(secured: SecuredStack, user: str, rate: int) -> None:
 
 def throttled_seconds(port: int) -> float:
     """``replicator_ingress_throttled_seconds_total`` at ingress's metrics port (summed
-    over its processes); 0 when it does not answer yet."""
+    over its processes); 0 when it does not answer yet, or ends mid-answer as it exits."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
             text = answer.read().decode()
-    except OSError:
+    except (OSError, http.client.HTTPException):
         return 0.0
     found = re.findall(r"^replicator_ingress_throttled_seconds_total(?:\{.*\})? (\S+)$", text, re.M)
     return sum(float(value) for value in found)
