@@ -36,7 +36,9 @@ def archived_records(
             continue
         first, last = int(match.group(3)), int(match.group(4))
         body = s3.get_object(Bucket=bucket, Key=s3_key)["Body"].read()
-        for row in pq.read_table(io.BytesIO(body)).to_pylist():
+        # In this thread only, as the segment reader reads (see its ParquetFile).
+        table = pq.read_table(io.BytesIO(body), use_threads=False, pre_buffer=False)
+        for row in table.to_pylist():
             record: Record = (
                 row["offset"],
                 row["key"],

@@ -1,4 +1,5 @@
 import io
+import threading
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -101,6 +102,24 @@ def test_small_row_groups_split_the_file_and_still_verify():
     assert len(footer.row_group_checksums) == pq.ParquetFile(io.BytesIO(data)).num_row_groups
     assert len(footer.row_group_checksums) == 4  # 30 + 30 + 30 + 10 rows
     assert read(data).column("offset").to_pylist() == list(range(100, 200))
+
+
+def test_a_segment_is_read_only_by_the_thread_reading_it(monkeypatch):
+    """Arrow's pool threads must not call into the Python file Arrow reads through (nor
+    hold the buffers it hands out): one still finishing after a read returned takes the
+    GIL while the interpreter exits, and the process aborts (``terminate called without
+    an active exception``) after a command has done its work."""
+    threads: set[str] = set()
+    read_at = format_module._RowGroupWindow.read_at
+
+    def noting(self, position: int, size: int):
+        threads.add(threading.current_thread().name)
+        return read_at(self, position, size)
+
+    monkeypatch.setattr(format_module._RowGroupWindow, "read_at", noting)
+    data, _ = write(KEY, plain(50, start=100), plain(50, start=150), row_group_rows=30)
+    assert read(data).num_rows == 100
+    assert threads == {threading.current_thread().name}
 
 
 def test_row_groups_are_bounded_by_bytes_whatever_the_batch_size():

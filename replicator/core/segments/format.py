@@ -573,9 +573,16 @@ class SegmentReader:
             if reason is not None:
                 raise SegmentSignatureError(name, reason)
             self._check_row_group_count(footer, whole=not keys.required)
+            # Read in this thread only (no pre-buffering on Arrow's I/O pool, no decoding
+            # on its CPU pool): a pool thread calling into the Python file, or freeing a
+            # buffer it handed out, can still be finishing when a command returns, and
+            # one taking the GIL while the interpreter exits aborts the process after
+            # its work is done. Threads gain nothing here: the row group's bytes are
+            # prefetched already, and its checksum is computed in this thread.
             self._file = pq.ParquetFile(
                 self._source,
                 page_checksum_verification=True,
+                pre_buffer=False,
                 read_dictionary=[HEADER_KEY_COLUMN],
                 thrift_string_size_limit=MAX_PARQUET_FOOTER_BYTES,
                 thrift_container_size_limit=MAX_PARQUET_FOOTER_BYTES // 8,
@@ -781,7 +788,7 @@ class SegmentReader:
         self._check_declared_sizes(index)
         budget = self._check_pages(index)
         try:
-            table = self._file.read_row_group(index)
+            table = self._file.read_row_group(index, use_threads=False)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise CorruptSegmentError(self.name, f"row group {index} unreadable ({exc})") from None
         finally:
