@@ -75,7 +75,11 @@ def measure(records: int, partitions: int, segments: int) -> dict[str, Any]:
             # pays it every time, a long-lived driver once.
             started = time.perf_counter()
             spark = spark_session(
-                f"local[{PARALLELISM}]", "replicator-compaction-us-east-1", {}, config.spark
+                f"local[{PARALLELISM}]",
+                "replicator-compaction-us-east-1",
+                {},
+                config.spark,
+                bounded=True,
             )
             spark_start = time.perf_counter() - started
             try:

@@ -205,6 +205,7 @@ class CompactionJob:
             f"replicator-compaction-{self.region}",
             {},
             self.config.spark,
+            bounded=True,
         )
         config_json = config_to_json(self.config)
         payloads = [

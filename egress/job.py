@@ -218,6 +218,7 @@ class EgressJob:
             f"replicator-egress-{self.egress.region}",
             checkpoint_file_settings(self.egress.checkpoint_location),
             config.spark,
+            bounded=self.stop_at_end,
         )
         spark.dataSource.register(KafkaSource)
         spark.dataSource.register(SegmentSink)

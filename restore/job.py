@@ -394,6 +394,7 @@ class RestoreJob:
             "replicator-restore",
             {},
             self.config.spark,
+            bounded=True,
         )
         results: list[PartitionResult] = []
         failure: list[BaseException] = []
