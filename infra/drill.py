@@ -55,7 +55,7 @@ from replicator.core.config import Config, required
 from replicator.core.groups.stored import read_group_offsets
 from replicator.core.kafka import provenance
 from replicator.core.kafka.client_logs import client_logger
-from replicator.core.kafka.clients import consume_available
+from replicator.core.kafka.clients import consume_available, retry_while_moving
 from replicator.core.segments.selection import exported_end
 from replicator.core.segments.store import SegmentStore
 from replicator.status import PartitionStatus, collect, render
@@ -769,8 +769,12 @@ def create_workload_topics(cluster: Cluster, partitions: int) -> None:
 def commit_group(cluster: Cluster, group: str, topic: str, offsets: dict[int, int]) -> None:
     consumer = Consumer({**PLAIN, **settings(cluster), "group.id": group})
     try:
-        consumer.commit(
-            offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
+        # A stack started a moment ago may still be loading its offsets topic.
+        retry_while_moving(
+            lambda: consumer.commit(
+                offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+                asynchronous=False,
+            )
         )
     finally:
         consumer.close()

@@ -34,6 +34,7 @@ from infra.local_config import local_regions, running_stack
 from infra.stack import Stack, StackSpec
 from replicator.core.config import Config
 from replicator.core.kafka import provenance
+from replicator.core.kafka.clients import retry_while_moving
 from replicator.core.segments.store import SegmentStore
 from replicator.failback import TAIL_SUFFIX
 
@@ -216,7 +217,8 @@ def application_in_west(west: str) -> dict[int, bytes | None]:
         next_unread[partition] = native[READ][1]
     consumer = Consumer({"bootstrap.servers": west, "group.id": GROUP})
     try:
-        consumer.commit(offsets=offsets, asynchronous=False)
+        # A stack started a moment ago may still be loading its offsets topic.
+        retry_while_moving(lambda: consumer.commit(offsets=offsets, asynchronous=False))
     finally:
         consumer.close()
     return next_unread

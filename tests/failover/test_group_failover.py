@@ -20,7 +20,7 @@ from relay.service import RelayService
 from replicator.core.config import load_config, required
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.kafka import provenance
-from replicator.core.kafka.clients import client_config
+from replicator.core.kafka.clients import client_config, retry_while_moving
 from tests.fixtures.egress import create_topic
 from tests.fixtures.independent import read_partition, watermarks
 from tests.fixtures.relay import create_topic as create_relay_topic
@@ -67,8 +67,11 @@ def produce_with_a_transaction(bootstrap: str, topic: str, unique) -> int:
 
 def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    consumer.commit(
-        offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False
+    retry_while_moving(
+        lambda: consumer.commit(
+            offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
+            asynchronous=False,
+        )
     )
     consumer.close()
 

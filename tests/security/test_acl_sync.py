@@ -29,6 +29,7 @@ from infra.local_config import (
     security_material,
 )
 from infra.security import SERVICE_USERS
+from replicator.core.kafka.clients import retry_while_moving
 from tests.fixtures.application import (
     APP,
     app_binding,
@@ -108,7 +109,10 @@ def source_with_a_group(stack: SecuredStack) -> None:
     consumer = Consumer({**stack.admin_settings(SOURCE_REGION), "group.id": GROUP})
     try:
         offsets = [KafkaTopicPartition(TOPIC, 0, RECORDS // 2)]
-        done = consumer.commit(offsets=offsets, asynchronous=False) or []
+        # The stack's brokers are new: their offsets topic may still be loading.
+        done = (
+            retry_while_moving(lambda: consumer.commit(offsets=offsets, asynchronous=False)) or []
+        )
         assert all(tp.error is None for tp in done), done
     finally:
         consumer.close()
