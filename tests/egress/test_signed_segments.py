@@ -15,6 +15,7 @@ from egress.planning import OffsetRange
 from egress.topic_descriptor import DescriptorPublisher
 from replicator.core.groups.offsets_file import group_offsets_s3_key
 from replicator.core.groups.stored import read_group_offsets, read_group_offsets_at
+from replicator.core.kafka.clients import retry_while_moving
 from replicator.core.segments.descriptor import describe, read_descriptor, write_descriptor
 from replicator.core.segments.errors import DescriptorError, SegmentSignatureError
 from replicator.core.segments.signing import UNSIGNED, SigningKeys
@@ -50,7 +51,9 @@ def test_egress_signs_the_group_offsets_it_exports(local_stack, egress_config, u
     topic, group = unique("signed"), unique("signed-app")
     one_partition_topic(local_stack, topic, [b"v%d" % i for i in range(10)])
     consumer = Consumer({"bootstrap.servers": local_stack.bootstrap(SOURCE), "group.id": group})
-    consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+    retry_while_moving(
+        lambda: consumer.commit(offsets=[TopicPartition(topic, 0, 7)], asynchronous=False)
+    )
     consumer.close()
     _, path = egress_config({topic: {}}, consumer_groups=[group])
     config = signed_config(path, monkeypatch)
