@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 
 from egress.job import EgressJob
 from ingress.group_sync import group_sync
@@ -20,8 +20,9 @@ from relay.service import RelayService
 from replicator.core.config import load_config, required
 from replicator.core.groups.admin import GroupAdmin
 from replicator.core.kafka import provenance
-from replicator.core.kafka.clients import client_config, retry_while_moving
+from replicator.core.kafka.clients import client_config
 from tests.fixtures.egress import create_topic
+from tests.fixtures.failback import commit_group
 from tests.fixtures.independent import read_partition, watermarks
 from tests.fixtures.relay import create_topic as create_relay_topic
 from tests.fixtures.stack import DESTINATION, SOURCE
@@ -63,17 +64,6 @@ def produce_with_a_transaction(bootstrap: str, topic: str, unique) -> int:
     holes = sorted(set(range(offsets[0], offsets[-1])) - set(offsets))
     assert holes, f"no offset without a record in {offsets}"
     return holes[0]
-
-
-def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    retry_while_moving(
-        lambda: consumer.commit(
-            offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()],
-            asynchronous=False,
-        )
-    )
-    consumer.close()
 
 
 def failover(config_path: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -173,9 +163,9 @@ first_segment_delay = "0s"
     # One group at 0, one on the offset of the commit marker (no record there), one
     # mid-topic, one at the end.
     committed = {0: 0, 1: marker, 2: 17, 3: ends[3]}
-    commit(source, group, topic, committed)
-    commit(source, synced, topic, {0: 5, 1: 6, 2: 7, 3: 8})
-    commit(source, busy, topic, {0: 3})
+    commit_group(source, group, topic, committed)
+    commit_group(source, synced, topic, {0: 5, 1: 6, 2: 7, 3: 8})
+    commit_group(source, busy, topic, {0: 3})
 
     EgressJob(config, stop_at_end=True, spark=spark, handle_signals=False).run()
     s3 = local_stack.s3()
@@ -275,7 +265,7 @@ def test_groups_fail_over_through_the_relay_exactly(local_stack, relay_setup, un
     marker = produce_with_a_transaction(source, setup.source, unique)
     ends = {p: watermarks(source, setup.source, p)[1] for p in range(PARTITIONS)}
     committed = {0: 0, 1: marker, 2: 17, 3: ends[3]}
-    commit(source, group, setup.source, committed)
+    commit_group(source, group, setup.source, committed)
     assert RelayService(setup.config, stop_at_end=True, handle_signals=False).run() == 0
 
     # The relay's own sync (its thread ran during the relay too) moves the groups that
