@@ -57,6 +57,7 @@ from infra.drill import (
     source_ends,
 )
 from infra.errors import DrillFailedError
+from infra.freeze import freeze, thaw
 from infra.local_config import local_regions, running_stack
 from infra.ports import free_port
 from infra.stack import Stack, StackSpec
@@ -309,11 +310,11 @@ class Chaos:
             seconds = self.rng.uniform(2.0, self.options.max_pause)
             pid = next(s.pid for s in stack.status() if s.service.name == name and s.pid)
             self.say(f"SIGSTOP {name} for {seconds:.0f}s")
-            os.kill(pid, signal.SIGSTOP)
+            freeze(pid)
             try:
                 time.sleep(seconds)
             finally:
-                os.kill(pid, signal.SIGCONT)
+                thaw(pid)
         elif kind.startswith("kill kafka-"):
             name = kind.removeprefix("kill ")
             down_for = self.rng.uniform(1.0, max(1.0, self.options.max_pause / 2))

@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from infra.errors import DrillFailedError
+from infra.freeze import freeze, thaw
 from infra.local_config import local_regions, running_stack
 from infra.stack import Stack, StackSpec
 from replicator.core.config import Config
@@ -181,14 +182,14 @@ def run(workdir: Path) -> None:
                 raise DrillFailedError("nothing relayed within 120 s (see relay.log)")
             time.sleep(0.3)
         say("relaying under load; the relay falls behind, then us-east-1 dies")
-        os.kill(relay.pid, signal.SIGSTOP)
+        freeze(relay.pid)
         time.sleep(1.0)
         stack = Stack(StackSpec.from_config(config, state_dir))
         east_pid = next(s.pid for s in stack.status() if s.service.name == f"kafka-{SOURCE}")
         assert east_pid is not None
         os.kill(east_pid, signal.SIGKILL)
         load.stop()
-        os.kill(relay.pid, signal.SIGCONT)
+        thaw(relay.pid)
         relay.terminate()
         relay.wait(60)
 

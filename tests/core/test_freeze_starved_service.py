@@ -16,6 +16,7 @@ import signal
 import time
 
 from bench.cpu_hog import cpu_hog
+from infra.freeze import freeze, thaw
 from replicator.core.config import load_config
 from tests.fixtures.ingress import segment_batch, start_ingress
 from tests.fixtures.takeover import (
@@ -70,9 +71,9 @@ def test_an_instance_stopped_shorter_than_its_session_round_after_round_keeps_re
         with cpu_hog(at_most_seconds=ROUNDS * (STOP_SECONDS + 60) + 60):
             for index in range(1, ROUNDS + 1):
                 put_segment(setup, index)
-                os.kill(instance.pid, signal.SIGSTOP)
+                freeze(instance.pid)
                 time.sleep(STOP_SECONDS)
-                os.kill(instance.pid, signal.SIGCONT)
+                thaw(instance.pid)
                 time.sleep(RUN_SECONDS)
                 wait_until(
                     lambda i=index: (

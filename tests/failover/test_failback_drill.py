@@ -28,6 +28,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from infra.freeze import freeze, thaw
 from infra.ports import free_port
 from replicator.config_check import check
 from replicator.core.config import Config, load_config
@@ -136,14 +137,14 @@ def test_failback_drill(local_stack: LocalStack, unique, tmp_path: Path):
         # The relays fall behind (a slow link), the load goes on: the old region gets a
         # tail the destination never does. Then its broker dies mid-stream.
         for relay in relays:
-            os.kill(relay.pid, signal.SIGSTOP)
+            freeze(relay.pid)
         time.sleep(1.0)
         old.kill()
         load.stop()
         # The relays run in the destination region and survive; the operator stops them
         # before failing over (what they hold is committed as they stop).
         for relay in relays:
-            os.kill(relay.pid, signal.SIGCONT)
+            thaw(relay.pid)
             relay.terminate()
         for relay in relays:
             assert relay.wait(60) == 0

@@ -7,11 +7,10 @@ and is restarted, and resumes from the destination."""
 
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 
+from infra.freeze import freeze, thaw
 from ingress.service import IngressService
 from replicator.core.config import load_config
 from tests.fixtures.ingress import fast_refresh, provenance_offsets, segment_batch, wait_for
@@ -52,10 +51,10 @@ def test_a_paused_destination_broker_leaves_no_partition_stopped(local_stack, in
             lambda: any(w.status.state == "replaying" for w in service.workers.workers.values()),
             "no worker started replaying",
         )
-        os.kill(pid, signal.SIGSTOP)  # mid-replay: transactions are open
+        freeze(pid)  # mid-replay: transactions are open
         time.sleep(8)  # past the 3 s transaction timeout
     finally:
-        os.kill(pid, signal.SIGCONT)
+        thaw(pid)
     try:
         total = SEGMENTS * PER_SEGMENT
         wait_for(

@@ -19,6 +19,7 @@ import os
 import signal
 import threading
 
+from infra.freeze import freeze, thaw
 from ingress.service import IngressService
 from replicator.core.config import load_config
 from replicator.core.kafka import checkpoints
@@ -54,8 +55,8 @@ def test_a_paused_broker_at_a_writer_reopen_is_one_warning_and_nothing_twice(
         committed, uncommitted, tp, wait=SETTLE_WAIT, timeout=WATERMARK_TIMEOUT
     ):
         if armed.is_set() and not paused:
-            os.kill(pid, signal.SIGSTOP)
-            paused.append(threading.Timer(PAUSE, os.kill, (pid, signal.SIGCONT)))
+            freeze(pid)
+            paused.append(threading.Timer(PAUSE, thaw, (pid,)))
             paused[0].start()
             timeout = 1.0
         return settled_end(committed, uncommitted, tp, wait, timeout)

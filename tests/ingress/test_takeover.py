@@ -8,11 +8,11 @@ names them, flushed and never committed)."""
 
 from __future__ import annotations
 
-import os
 import signal
 
 import pytest
 
+from infra.freeze import freeze_group
 from replicator.core.faults import (
     WRITER_AFTER_CHECKPOINT_BEFORE_COMMIT,
     WRITER_AFTER_PRODUCE_BEFORE_CHECKPOINT,
@@ -56,7 +56,7 @@ def test_two_instances_share_and_survive_a_kill_9_mid_replay(local_stack, ingres
 
     try:
         wait_until(victim_mid_replay, 120, "a to be mid-replay beside b", logs)
-        os.killpg(a.pid, signal.SIGSTOP)  # frozen while what it left is counted, then killed
+        freeze_group(a.pid)  # frozen while what it left is counted, then killed
         # The victim still had work: a partition of its own not fully replayed at the kill.
         # Counted by log ends (they bound the records from above) while it is frozen:
         # reading every record can outlast its group session under load, and b, taking
