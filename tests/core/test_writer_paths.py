@@ -1,15 +1,18 @@
-"""The exactly-once writer's two entries write the same records: a table of the segment
-schema (ingress, restore, the relay with filters) and the confluent-kafka messages the
-relay read (the relay without filters, which builds no table). Every record shape, every
-timestamp type, on Apache Kafka, read back with a read_committed reader."""
+"""The exactly-once writer's entries write the same records: a table of the segment schema
+(ingress, restore, the relay with filters), produced from its columns in C
+(``arrow_produce``) or, where that is not built, through confluent-kafka's Python calls;
+and the confluent-kafka messages the relay read (the relay without filters, which builds
+no table). Every record shape, every timestamp type, on Apache Kafka, read back with a
+read_committed reader."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pyarrow as pa
+from confluent_kafka import KafkaError
 
-from replicator.core.kafka import provenance
+from replicator.core.kafka import arrow_produce, provenance
 from replicator.core.kafka import writer as writer_module
 from replicator.core.kafka.writer import PRODUCE_SLICE_ROWS, PartitionWriter
 from replicator.core.segments.format import TIMESTAMP_NONE
@@ -51,11 +54,17 @@ def shapes() -> list[dict[str, Any]]:
     return records
 
 
+ENTRIES = ("table", "table through Python", "messages")
+
+
 def write(where: WriterDestination, group: str, how: str, records: list[dict]) -> int:
     writer = PartitionWriter(where.kafka, group, where.target, where.store, kind="relay")
+    assert writer._columns is not None  # the C producer is built and attached
+    if how == "table through Python":
+        writer._columns = None
     try:
         writer.open()
-        if how == "table":
+        if how.startswith("table"):
             writer.write(pa.Table.from_batches([to_batch(records)]))
         else:
             written = writer.write_messages([SourceMessage(r) for r in records])
@@ -72,26 +81,38 @@ def test_messages_and_their_table_are_written_as_the_same_records(local_stack, u
 def test_a_full_producer_queue_loses_and_repeats_no_record(local_stack, unique, monkeypatch):
     """librdkafka's queue holding seven records: ``produce`` finds it full again and again
     in every slice, and each record that did is produced again once deliveries made room
-    (``_produce_again``). Both entries still write every record once, in order, and the
-    commit knows the last destination offset (the delivery report of a slice's last
-    record, which found the queue full as often as any)."""
+    (``_produce_again``; in C, the call made again from the record refused). Every entry
+    still writes every record once, in order, and the commit knows the last destination
+    offset (the delivery report of a slice's last record, which found the queue full as
+    often as any)."""
     monkeypatch.setattr(writer_module, "PRODUCER_BUFFER_RECORDS", 7)
     retried: list[int] = []
+    refused_in_c: list[int] = []
     produce_again = PartitionWriter._produce_again
+    produce_in_c = arrow_produce.ColumnProducer.produce
 
     def counted(self: PartitionWriter, offset: int, row: tuple[Any, ...]) -> None:
         retried.append(offset)
         produce_again(self, offset, row)
 
+    def counted_in_c(self: arrow_produce.ColumnProducer, *args: Any) -> tuple[int, int]:
+        stopped, code = produce_in_c(self, *args)
+        if code:
+            assert code == KafkaError._QUEUE_FULL, code
+            refused_in_c.append(stopped)
+        return stopped, code
+
     monkeypatch.setattr(PartitionWriter, "_produce_again", counted)
+    monkeypatch.setattr(arrow_produce.ColumnProducer, "produce", counted_in_c)
     records = shapes()
     assert_both_entries_write(local_stack, unique, records)
     assert len(retried) > 100, len(retried)
+    assert len(refused_in_c) > 100, len(refused_in_c)
 
 
 def assert_both_entries_write(local_stack: Any, unique: Any, records: list[dict]) -> None:
     copies = {}
-    for how in ("table", "messages"):
+    for how in ENTRIES:
         where = writer_destination(local_stack, unique)
         last_destination_offset = write(where, unique("g"), how, records)
         assert last_destination_offset == len(records) - 1, how
@@ -102,16 +123,17 @@ def assert_both_entries_write(local_stack: Any, unique: Any, records: list[dict]
         ), how
         copies[how] = read_partition(where.bootstrap, where.target.destination_topic, 0)
 
-    by_table, by_messages = copies["table"], copies["messages"]
-    assert len(by_table) == len(by_messages) == len(records)
+    by_table, by_python, by_messages = (copies[how] for how in ENTRIES)
+    assert len(by_table) == len(by_python) == len(by_messages) == len(records)
     source = provenance.SourcePartition("us-east-1", "t", 0)
-    for record, a, b in zip(records, by_table, by_messages, strict=True):
+    for record, a, p, b in zip(records, by_table, by_python, by_messages, strict=True):
         want_headers = (
             *((h["key"], h["value"]) for h in record["headers"]),
             (provenance.HEADER, provenance.encode(source, record["offset"])),
         )
         assert (
             (a[3], a[4], a[5])
+            == (p[3], p[4], p[5])
             == (b[3], b[4], b[5])
             == (
                 record["key"],
@@ -121,4 +143,4 @@ def assert_both_entries_write(local_stack: Any, unique: Any, records: list[dict]
         ), record["offset"]
         if record["timestamp_type"] != TIMESTAMP_NONE and record["timestamp"] > 0:
             # (none, or 0: the producer stamps its clock)
-            assert a[1] == b[1] == record["timestamp"], record["offset"]
+            assert a[1] == p[1] == b[1] == record["timestamp"], record["offset"]

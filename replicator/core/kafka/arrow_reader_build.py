@@ -1,5 +1,7 @@
-"""Builds :mod:`replicator.core.kafka._arrow_reader`, the C half of
-:mod:`replicator.core.kafka.arrow_reads`, with cffi (API mode): ``make setup`` runs
+"""Builds :mod:`replicator.core.kafka._arrow_reader`, the C halves of
+:mod:`replicator.core.kafka.arrow_reads` (``arrow_reader.c``: a partition read into Arrow
+columns) and :mod:`replicator.core.kafka.arrow_produce` (``arrow_producer.c``: Arrow columns
+produced), with cffi (API mode): ``make setup`` runs
 ``python -m replicator.core.kafka.arrow_reader_build``.
 
 It links against the librdkafka that confluent-kafka's wheel bundles (the one the rest of
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 
 MODULE = "replicator.core.kafka._arrow_reader"
 HERE = Path(__file__).parent
+C_SOURCES = (HERE / "arrow_reader.c", HERE / "arrow_producer.c")
 
 RDKAFKA_SUBSET = """
 #include <stdint.h>
@@ -40,9 +43,41 @@ typedef struct rd_kafka_headers_s rd_kafka_headers_t;
 typedef struct rd_kafka_topic_s rd_kafka_topic_t;
 typedef struct rd_kafka_topic_partition_s rd_kafka_topic_partition_t;
 typedef struct rd_kafka_topic_partition_list_s rd_kafka_topic_partition_list_t;
+typedef struct rd_kafka_topic_conf_s rd_kafka_topic_conf_t;
+typedef struct rd_kafka_error_s rd_kafka_error_t;
 typedef int rd_kafka_resp_err_t;
 #define RD_KAFKA_RESP_ERR_NO_ERROR 0
 #define RD_KAFKA_RESP_ERR__BAD_MSG (-199)
+#define RD_KAFKA_RESP_ERR__INVALID_ARG (-186)
+#define RD_KAFKA_MSG_F_COPY 0x2
+typedef enum rd_kafka_vtype_t {
+    RD_KAFKA_VTYPE_END,
+    RD_KAFKA_VTYPE_TOPIC,
+    RD_KAFKA_VTYPE_RKT,
+    RD_KAFKA_VTYPE_PARTITION,
+    RD_KAFKA_VTYPE_VALUE,
+    RD_KAFKA_VTYPE_KEY,
+    RD_KAFKA_VTYPE_OPAQUE,
+    RD_KAFKA_VTYPE_MSGFLAGS,
+    RD_KAFKA_VTYPE_TIMESTAMP,
+    RD_KAFKA_VTYPE_HEADER,
+    RD_KAFKA_VTYPE_HEADERS
+} rd_kafka_vtype_t;
+typedef struct rd_kafka_vu_s {
+    rd_kafka_vtype_t vtype;
+    union {
+        const char *cstr;
+        rd_kafka_topic_t *rkt;
+        int i;
+        int32_t i32;
+        int64_t i64;
+        struct { void *ptr; size_t size; } mem;
+        struct { const char *name; const void *val; ssize_t size; } header;
+        rd_kafka_headers_t *headers;
+        void *ptr;
+        char _pad[64];
+    } u;
+} rd_kafka_vu_t;
 typedef enum { RD_KAFKA_PRODUCER, RD_KAFKA_CONSUMER } rd_kafka_type_t;
 typedef enum {
     RD_KAFKA_CONF_UNKNOWN = -2, RD_KAFKA_CONF_INVALID = -1, RD_KAFKA_CONF_OK = 0
@@ -107,6 +142,18 @@ rd_kafka_resp_err_t rd_kafka_header_get_last(const rd_kafka_headers_t *hdrs,
                                              size_t *sizep);
 rd_kafka_resp_err_t rd_kafka_last_error(void);
 const char *rd_kafka_err2str(rd_kafka_resp_err_t err);
+void *rd_kafka_opaque(const rd_kafka_t *rk);
+rd_kafka_topic_t *rd_kafka_topic_new(rd_kafka_t *rk, const char *topic,
+                                     rd_kafka_topic_conf_t *conf);
+void rd_kafka_topic_destroy(rd_kafka_topic_t *rkt);
+rd_kafka_headers_t *rd_kafka_headers_new(size_t initial_count);
+void rd_kafka_headers_destroy(rd_kafka_headers_t *hdrs);
+rd_kafka_resp_err_t rd_kafka_header_add(rd_kafka_headers_t *hdrs, const char *name,
+                                        ssize_t name_size, const void *value,
+                                        ssize_t value_size);
+rd_kafka_error_t *rd_kafka_produceva(rd_kafka_t *rk, const rd_kafka_vu_t *vus, size_t cnt);
+rd_kafka_resp_err_t rd_kafka_error_code(const rd_kafka_error_t *error);
+void rd_kafka_error_destroy(rd_kafka_error_t *error);
 
 static void ar_log(const void *rk, int level, const char *fac, const char *buf);
 """
@@ -131,6 +178,26 @@ struct ar_batch {
     int64_t position;
     int done;
 };
+/* A binary or string Arrow array handed to the C producer: element i is
+ * data[offsets[i] .. offsets[i + 1]), null where validity's bit validity_offset + i is 0
+ * (no validity: no nulls). `offsets` already points at the array's first element. */
+struct ap_binary {
+    const uint8_t *validity;
+    int64_t validity_offset;
+    const int32_t *offsets;
+    const uint8_t *data;
+};
+/* The records of a slice, column by column, each pointer at the slice's first record:
+ * record i's headers are entries header_bounds[i] .. header_bounds[i + 1] of
+ * header_keys and header_values. */
+struct ap_records {
+    const int64_t *offsets;
+    const int64_t *timestamps;
+    const int8_t *timestamp_types;
+    struct ap_binary keys, values;
+    const int32_t *header_bounds;
+    struct ap_binary header_keys, header_values;
+};
 """
 """The structures both the C reader fills and Python reads: declared once, given to cffi
 and put ahead of the C source."""
@@ -139,6 +206,11 @@ CDEF = (
     SHARED_TYPES
     + """
 struct ar_reader;
+
+int64_t ap_produce(void *rk, const char *topic, int32_t partition, const struct ap_records *r,
+                   int64_t from, int64_t to, const char *provenance_name, const char *prefix,
+                   size_t prefix_len, int32_t *error);
+void *ap_client_opaque(void *rk);
 
 struct ar_reader *ar_open(const char **names, const char **values, int count, int with_log,
                           char *errstr, size_t errstr_size);
@@ -178,7 +250,7 @@ def builder() -> FFI:
     ffibuilder.cdef(CDEF)
     ffibuilder.set_source(
         MODULE,
-        RDKAFKA_SUBSET + SHARED_TYPES + (HERE / "arrow_reader.c").read_text(),
+        RDKAFKA_SUBSET + SHARED_TYPES + "".join(source.read_text() for source in C_SOURCES),
         extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wno-unused-function"],
         extra_link_args=[f"-L{library.parent}", f"-l:{library.name}"],
     )
@@ -200,7 +272,7 @@ def stale() -> bool:
     target = built()
     if target is None:
         return True
-    sources = (HERE / "arrow_reader.c", Path(__file__), bundled_librdkafka())
+    sources = (*C_SOURCES, Path(__file__), bundled_librdkafka())
     if any(source.stat().st_mtime > target.stat().st_mtime for source in sources):
         return True
     return bundled_librdkafka().name.encode() not in target.read_bytes()

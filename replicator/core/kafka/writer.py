@@ -49,7 +49,7 @@ from replicator.core.faults import (
     crash_point,
 )
 from replicator.core.freezes import FreezeWatch
-from replicator.core.kafka import provenance
+from replicator.core.kafka import arrow_produce, provenance
 from replicator.core.kafka.checkpoints import (
     Checkpoint,
     CheckpointStore,
@@ -172,6 +172,8 @@ class PartitionWriter:
         transaction committing only a checkpoint, as ingress's at a segment's end, says
         nothing of the rate the records are written at)."""
         self._closed = False
+        # The very callback objects the producer holds: arrow_produce checks for them.
+        error_cb, throttle_cb = self._client_error, self._client_throttled
         self._producer = Producer(
             {
                 # The destination topic decides what is too large (its max.message.bytes
@@ -189,10 +191,12 @@ class PartitionWriter:
                 "queue.buffering.max.kbytes": PRODUCER_BUFFER_KIB,
                 "compression.type": "none",
                 "transaction.timeout.ms": int(transaction_timeout * 1000),
-                "error_cb": self._client_error,
-                "throttle_cb": self._client_throttled,
+                "error_cb": error_cb,
+                "throttle_cb": throttle_cb,
             }
         )
+        self._columns = arrow_produce.attach(self._producer, error_cb, throttle_cb)
+        """Produces a slice's records from its columns in C (None: through Python)."""
 
     def open(self) -> ResumePoint:
         """Fence the previous owner (aborting its open transaction), then find where to
@@ -234,8 +238,12 @@ class PartitionWriter:
             self._throttled = 0.0
 
     def _produce_slice(self, table: pa.Table) -> None:
-        offsets = table.column("offset")
         self._note_largest(table)
+        if self._columns is not None and len(table) > 1:
+            # All but the last record in C; the last carries the slice's delivery report.
+            self._produce_in_c(table.slice(0, len(table) - 1))
+            table = table.slice(len(table) - 1)
+        offsets = table.column("offset")
         # Timestamp 0 lets the client stamp records that had none (TIMESTAMP_NONE).
         stamps = pc.if_else(
             pc.equal(table.column("timestamp_type"), TIMESTAMP_NONE),
@@ -249,6 +257,26 @@ class PartitionWriter:
             stamps,
             provenance.with_provenance(table.column("headers"), offsets, self.target.source),
         )
+
+    def _produce_in_c(self, table: pa.Table) -> None:
+        """Produce every record of ``table`` through :attr:`_columns`: the records
+        :meth:`_produce_columns` would produce from it, in order, without delivery
+        reports. A record that finds librdkafka's queue full is offered again once
+        deliveries were served, as :meth:`_produce_again` does."""
+        assert self._columns is not None
+        t = self.target
+        prefix = t.source.header_prefix.encode()
+        start = 0
+        while True:
+            start, code = self._columns.produce(
+                t.destination_topic, t.destination_partition, table, prefix, start
+            )
+            if code == 0:
+                return
+            if code != KafkaError._QUEUE_FULL:
+                offset = table.column("offset")[start].as_py()
+                raise self._produce_failure(offset, KafkaError(code)) from None
+            self._producer.poll(0.05)
 
     def write_messages(self, messages: Sequence[Any]) -> int:
         """Produce confluent-kafka ``messages`` of the source partition (none an error), in
