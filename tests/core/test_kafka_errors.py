@@ -62,6 +62,7 @@ def writer_with(producer: object) -> PartitionWriter:
     target = WriteTarget(SourcePartition("us-east-1", "t", 0), "t.copy", 0)
     writer = PartitionWriter(kafka, "g", target, CheckpointStore(kafka, "cp", 1), kind="ingress")
     writer._producer = producer  # type: ignore[assignment]
+    writer._columns = None  # records through the stand-in's produce, not the C producer
     return writer
 
 

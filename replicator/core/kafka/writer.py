@@ -645,8 +645,10 @@ class PartitionWriter:
             self._producer.purge()
         except KafkaException as exc:
             log.warning("releasing the client of %s: %s", self.target, exc.args[0].str())
-        # The last reference: the client is destroyed now. (Producer.close() would abort
-        # a fenced producer's transaction again, warn, and wait for undelivered records.)
+        # The last reference (the C producer holds one too): the client is destroyed now.
+        # (Producer.close() would abort a fenced producer's transaction again, warn, and
+        # wait for undelivered records.)
+        self._columns = None
         del self._producer
 
     def _call(self, action: Callable[[], Result]) -> Result:
