@@ -35,6 +35,7 @@ def test_the_handle_is_taken_from_a_producer_holding_the_callbacks_named() -> No
 
 def test_a_producer_holding_other_callbacks_is_declined(caplog: Any) -> None:
     made = producer(on_error, on_throttle)
+    arrow_produce._declines_told.clear()
     assert arrow_produce.attach(made, on_throttle, on_error) is None
     assert arrow_produce.attach(made, on_error, lambda event: None) is None
     assert "callbacks are not where" in caplog.text
@@ -47,6 +48,7 @@ def test_an_object_that_is_not_a_producer_is_declined(caplog: Any) -> None:
         def __init__(self) -> None:
             self.a, self.b, self.c = object(), on_error, on_throttle
 
+    arrow_produce._declines_told.clear()
     # The two fields after its first hold the callbacks, but that first is no librdkafka
     # handle: refused before it is dereferenced.
     assert arrow_produce.attach(Holder(), on_error, on_throttle) is None

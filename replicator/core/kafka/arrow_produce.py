@@ -103,7 +103,7 @@ def attach(producer: Any, error_cb: object, throttle_cb: object) -> ColumnProduc
     with these very ``error_cb`` and ``throttle_cb`` objects), or None where the C half is
     not built or the handle cannot be taken safely (see the module docstring)."""
     if lib is None:
-        return None
+        return _declined("the C producer is not built (`make setup` builds it)")
     if not isinstance(producer, Producer):
         return _declined(f"{type(producer).__name__} is not a confluent-kafka Producer")
     if type(producer).__basicsize__ < _OBJECT_HEADER + len(_HANDLE_FIELDS) * _POINTER:
@@ -118,8 +118,18 @@ def attach(producer: Any, error_cb: object, throttle_cb: object) -> ColumnProduc
 
 
 def _declined(why: str) -> ColumnProducer | None:
-    log.info("records are produced through confluent-kafka's Python calls: %s", why)
+    """None, said once per process and reason: a process opens a writer per partition."""
+    if why not in _declines_told:
+        _declines_told.add(why)
+        log.warning(
+            "producing records through confluent-kafka's Python calls, about three times "
+            "the CPU a record of the C producer: %s",
+            why,
+        )
     return None
+
+
+_declines_told: set[str] = set()
 
 
 def _binary(array: pa.Array, keep: list[Any]) -> Any:

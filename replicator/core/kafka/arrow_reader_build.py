@@ -294,10 +294,11 @@ def main() -> int:
     try:
         if not stale():
             return 0
-        log.info("built the C range reader: %s", build())
-    except Exception as exc:  # no compiler: egress reads through confluent-kafka
+        log.info("built the C range reader and producer: %s", build())
+    except Exception as exc:  # no compiler: the services go through confluent-kafka
         log.warning(
-            "the C range reader was not built (%s); egress will read through "
+            "the C range reader and producer were not built (%s); egress will read and "
+            "ingress, restore and the relay with filters will produce through "
             "confluent-kafka's Python objects, several times slower",
             exc,
         )
