@@ -83,6 +83,43 @@ def test_a_single_put_reports_the_md5_etag_s3_gives_it(local_stack, bucket):
     assert not etag_matches(None, upload.uploaded)
 
 
+def test_every_upload_carries_its_md5_and_no_other_checksum(local_stack, bucket):
+    """A multipart segment, a single-PUT segment and a JSON object (a descriptor's way):
+    each request sends ``Content-MD5``, which S3 checks, and none the CRC32 botocore
+    computes by default beside it (a third of an upload call's CPU, guarding nothing
+    the MD5 does not)."""
+    part = 5 * 1024**2
+    store = local_stack.store(SOURCE, bucket, part_size=part)
+    sent: list[tuple[str, dict[str, str]]] = []
+
+    def record(request, event_name, **_):
+        sent.append((event_name.split(".")[-1], {k.lower(): v for k, v in request.headers.items()}))
+
+    for operation in ("PutObject", "UploadPart"):
+        store.client.meta.events.register(f"before-send.s3.{operation}", record)
+    values = [os.urandom(4096) for _ in range(3000)]
+    big = pa.RecordBatch.from_pydict(
+        {
+            "offset": list(range(3000)),
+            "timestamp": [0] * 3000,
+            "timestamp_type": [1] * 3000,
+            "key": [None] * 3000,
+            "value": values,
+            "headers": [[]] * 3000,
+        },
+        schema=SCHEMA,
+    )
+    store.write_segment(SegmentKey(SOURCE, "md5", 0, 0, 0, 2999), big)
+    store.write_segment(SegmentKey(SOURCE, "md5", 0, 0, 3000, 3009), plain(10, start=3000))
+    store.put_json("md5/descriptor.json", {"partitions": 1})
+    operations = [operation for operation, _ in sent]
+    assert operations.count("UploadPart") >= 2 and operations.count("PutObject") == 2, operations
+    for operation, headers in sent:
+        assert "content-md5" in headers, (operation, headers)
+        assert not [h for h in headers if h.startswith("x-amz-checksum")], (operation, headers)
+        assert "x-amz-sdk-checksum-algorithm" not in headers, (operation, headers)
+
+
 def test_failed_write_leaves_no_object_and_no_pending_upload(local_stack, bucket):
     store = local_stack.store(SOURCE, bucket, part_size=5 * 1024**2)
     key = SegmentKey(SOURCE, "t", 0, 0, 0, 99_999)

@@ -33,6 +33,13 @@ PARTS_IN_FLIGHT = 4
 """Parts of one object uploaded at once (see :class:`S3MultipartWriter`)."""
 
 
+def content_md5(digest: bytes) -> str:
+    """The ``Content-MD5`` header of a body whose MD5 is ``digest``. Every upload of the
+    project carries one: S3 refuses a body damaged on the way, and the S3 clients
+    compute no other checksum (``request_checksum_calculation``, clients.py)."""
+    return base64.b64encode(digest).decode()
+
+
 @dataclass(frozen=True)
 class UploadedObject:
     """What a completed upload wrote."""
@@ -151,7 +158,7 @@ class S3MultipartWriter(io.RawIOBase):
                 UploadId=upload_id,
                 PartNumber=number,
                 Body=body,
-                ContentMD5=base64.b64encode(digest).decode(),
+                ContentMD5=content_md5(digest),
             )
         crash_point(S3_MID_MULTIPART_UPLOAD)
         return {"PartNumber": number, "ETag": part["ETag"]}, digest
@@ -171,7 +178,7 @@ class S3MultipartWriter(io.RawIOBase):
                     Bucket=self._bucket,
                     Key=self._key,
                     Body=body,
-                    ContentMD5=base64.b64encode(digest).decode(),
+                    ContentMD5=content_md5(digest),
                     **self._extra,  # type: ignore[arg-type]
                 )
             etag = digest.hex()

@@ -13,6 +13,7 @@ segment's size, and every row group is verified before use.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import logging
@@ -31,6 +32,7 @@ from replicator.core.aws.s3_streams import (
     S3MultipartWriter,
     S3RangedReader,
     UploadedObject,
+    content_md5,
     upload_stream,
 )
 from replicator.core.config import Config, S3Config
@@ -513,6 +515,7 @@ class SegmentStore:
                 Bucket=self.bucket,
                 Key=s3_key,
                 Body=body,
+                ContentMD5=content_md5(hashlib.md5(body, usedforsecurity=False).digest()),
                 ContentType="application/json",
                 **self._sse,  # type: ignore[arg-type]
             )
