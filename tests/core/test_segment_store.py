@@ -13,6 +13,21 @@ from tests.fixtures.records import every_shape, plain, to_batch
 from tests.fixtures.stack import SOURCE
 
 
+def incompressible(count: int) -> pa.RecordBatch:
+    """``count`` records of 4 KiB of random bytes each, at offsets from 0."""
+    return pa.RecordBatch.from_pydict(
+        {
+            "offset": list(range(count)),
+            "timestamp": [0] * count,
+            "timestamp_type": [1] * count,
+            "key": [None] * count,
+            "value": [os.urandom(4096) for _ in range(count)],
+            "headers": [[]] * count,
+        },
+        schema=SCHEMA,
+    )
+
+
 def test_segment_written_through_the_store_is_listed_and_read_back(local_stack, bucket):
     store = local_stack.store(SOURCE, bucket)
     records = every_shape(start=0, step=2)
@@ -46,18 +61,8 @@ def test_segment_larger_than_one_part_is_uploaded_in_parts_and_reads_back(local_
     part = 5 * 1024**2  # S3's minimum part size
     store = local_stack.store(SOURCE, bucket, part_size=part)
     key = SegmentKey(SOURCE, "big", 0, 0, 0, 2999)
-    values = [os.urandom(4096) for _ in range(3000)]  # incompressible: ~12 MiB on disk
-    batch = pa.RecordBatch.from_pydict(
-        {
-            "offset": list(range(3000)),
-            "timestamp": [0] * 3000,
-            "timestamp_type": [1] * 3000,
-            "key": [None] * 3000,
-            "value": values,
-            "headers": [[]] * 3000,
-        },
-        schema=SCHEMA,
-    )
+    batch = incompressible(3000)  # ~12 MiB on disk
+    values = batch.column("value").to_pylist()
     with store.writer(key, row_group_bytes=2 * 1024**2) as upload:
         upload.write(batch)
     stored = store.stat(key)
@@ -97,19 +102,7 @@ def test_every_upload_carries_its_md5_and_no_other_checksum(local_stack, bucket)
 
     for operation in ("PutObject", "UploadPart"):
         store.client.meta.events.register(f"before-send.s3.{operation}", record)
-    values = [os.urandom(4096) for _ in range(3000)]
-    big = pa.RecordBatch.from_pydict(
-        {
-            "offset": list(range(3000)),
-            "timestamp": [0] * 3000,
-            "timestamp_type": [1] * 3000,
-            "key": [None] * 3000,
-            "value": values,
-            "headers": [[]] * 3000,
-        },
-        schema=SCHEMA,
-    )
-    store.write_segment(SegmentKey(SOURCE, "md5", 0, 0, 0, 2999), big)
+    store.write_segment(SegmentKey(SOURCE, "md5", 0, 0, 0, 2999), incompressible(3000))
     store.write_segment(SegmentKey(SOURCE, "md5", 0, 0, 3000, 3009), plain(10, start=3000))
     store.put_json("md5/descriptor.json", {"partitions": 1})
     operations = [operation for operation, _ in sent]
