@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
 from confluent_kafka import Producer
 
 from replicator.core.kafka import arrow_produce
+from tests.fixtures.records import plain
 
 
 def producer(error_cb: Any, throttle_cb: Any) -> Producer:
@@ -53,3 +55,37 @@ def test_an_object_that_is_not_a_producer_is_declined(caplog: Any) -> None:
     # handle: refused before it is dereferenced.
     assert arrow_produce.attach(Holder(), on_error, on_throttle) is None
     assert "Holder is not a confluent-kafka Producer" in caplog.text
+
+
+def test_a_source_topic_of_the_longest_name_kafka_allows_is_produced_in_c() -> None:
+    """The provenance header names the source topic, up to 249 bytes of it."""
+    made = producer(on_error, on_throttle)
+    attached = arrow_produce.attach(made, on_error, on_throttle)
+    assert attached is not None
+    table = pa.Table.from_batches([plain(3, start=2**62)])
+    prefix = f"us-east-1/{'t' * 249}/2147483647/".encode()
+    assert attached.produce("destination", 0, table, prefix) == (3, 0)  # all queued
+    made.purge()
+
+
+def test_a_closed_producer_is_not_produced_to() -> None:
+    made = producer(on_error, on_throttle)
+    attached = arrow_produce.attach(made, on_error, on_throttle)
+    assert attached is not None
+    made.close()
+    table = pa.Table.from_batches([plain(3)])
+    assert attached.produce("destination", 0, table, b"us-east-1/t/0/") == (
+        0,
+        arrow_produce.CLOSED,
+    )
+
+
+def test_a_c_half_built_before_the_producer_is_declined(monkeypatch: Any, caplog: Any) -> None:
+    class ReaderOnly:
+        def ap_client_opaque(self, handle: Any) -> Any:
+            raise AssertionError("never asked")
+
+    monkeypatch.setattr(arrow_produce, "lib", ReaderOnly())
+    arrow_produce._declines_told.clear()
+    assert arrow_produce.attach(producer(on_error, on_throttle), on_error, on_throttle) is None
+    assert "built before it had a producer" in caplog.text

@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 _POINTER = ctypes.sizeof(ctypes.c_void_p)
 _OBJECT_HEADER = ctypes.sizeof(ctypes.c_ssize_t) + _POINTER  # ob_refcnt, ob_type
 _HANDLE_FIELDS = ("rk", "error_cb", "throttle_cb")
+CLOSED = -197
+"""librdkafka's RD_KAFKA_RESP_ERR__DESTROY: what a produce on a closed ``Producer``
+reports."""
 """The first fields of confluent-kafka's ``Handle``, in order, after the object header."""
 
 
@@ -59,9 +62,8 @@ def _field(obj: object, index: int) -> int:
 class ColumnProducer:
     """Produces slices of segment-schema records through one librdkafka producer."""
 
-    def __init__(self, producer: Any, handle: int) -> None:
-        self._producer = producer  # keeps the handle alive as long as this object
-        self._handle = ffi.cast("void *", handle)
+    def __init__(self, producer: Any) -> None:
+        self._producer = producer
         self._error = ffi.new("int32_t *")
         self._header_name = ffi.new("char[]", provenance.HEADER.encode())
 
@@ -80,10 +82,15 @@ class ColumnProducer:
         batch = table.combine_chunks().to_batches()
         if not batch:
             return len(table), 0
+        # Read again at every call: a Producer closed meanwhile holds none (it destroyed
+        # its handle), and confluent-kafka's own calls refuse then too.
+        handle = _field(self._producer, 0)
+        if not handle:
+            return start, CLOSED
         records, keep = _records(batch[0])
         prefix = ffi.new("char[]", header_prefix)
         stopped = lib.ap_produce(
-            self._handle,
+            ffi.cast("void *", handle),
             topic.encode(),
             partition,
             records,
@@ -104,6 +111,8 @@ def attach(producer: Any, error_cb: object, throttle_cb: object) -> ColumnProduc
     not built or the handle cannot be taken safely (see the module docstring)."""
     if lib is None:
         return _declined("the C producer is not built (`make setup` builds it)")
+    if not hasattr(lib, "ap_produce"):
+        return _declined("the C half was built before it had a producer (`make setup`)")
     if not isinstance(producer, Producer):
         return _declined(f"{type(producer).__name__} is not a confluent-kafka Producer")
     if type(producer).__basicsize__ < _OBJECT_HEADER + len(_HANDLE_FIELDS) * _POINTER:
@@ -114,7 +123,7 @@ def attach(producer: Any, error_cb: object, throttle_cb: object) -> ColumnProduc
     named = lib.ap_client_opaque(ffi.cast("void *", handle)) if handle else ffi.NULL
     if int(ffi.cast("uintptr_t", named)) != id(producer):
         return _declined("its librdkafka handle does not name it")
-    return ColumnProducer(producer, handle)
+    return ColumnProducer(producer)
 
 
 def _declined(why: str) -> ColumnProducer | None:

@@ -61,16 +61,19 @@ int64_t ap_produce(void *rk, const char *topic, int32_t partition, const struct 
                    int64_t from, int64_t to, const char *provenance_name, const char *prefix,
                    size_t prefix_len, int32_t *error) {
     *error = 0;
-    if (prefix_len > 200) {
+    /* The prefix names a topic (up to 249 bytes), an origin and a partition; the offset
+     * takes at most 20 digits and a sign. */
+    char *stamp = malloc(prefix_len + 24);
+    if (!stamp) {
         *error = RD_KAFKA_RESP_ERR__INVALID_ARG;
         return from;
     }
     rd_kafka_topic_t *rkt = rd_kafka_topic_new((rd_kafka_t *)rk, topic, NULL);
     if (!rkt) {
         *error = rd_kafka_last_error();
+        free(stamp);
         return from;
     }
-    char stamp[256];
     memcpy(stamp, prefix, prefix_len);
     int64_t i = from;
     for (; i < to; i++) {
@@ -116,6 +119,7 @@ int64_t ap_produce(void *rk, const char *topic, int32_t partition, const struct 
         }
     }
     rd_kafka_topic_destroy(rkt);
+    free(stamp);
     return i;
 }
 
