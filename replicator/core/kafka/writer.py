@@ -180,21 +180,26 @@ class PartitionWriter:
                 # leaves room for uncompressed records, see topics.py), not the client's
                 # 1 MB default; a raw kafka.config setting still wins.
                 "message.max.bytes": MAX_DESTINATION_MESSAGE_BYTES + PROVENANCE_ROOM,
+                # librdkafka buffers up to 1 GiB of values per producer by default; a
+                # process may own one writer per destination partition. A record whose
+                # value is larger than this never enters the queue (see _refuse_if_never_fits):
+                # a cluster carrying such records raises it in its raw kafka config.
+                "queue.buffering.max.kbytes": PRODUCER_BUFFER_KIB,
                 **kafka,
                 "transactional.id": target.transactional_id(group),
                 "linger.ms": 5,
                 "batch.size": 1_000_000,
-                # librdkafka buffers up to 1 GiB per producer by default, plus a few hundred
-                # bytes of bookkeeping per queued record that the byte limit does not
-                # count; a process may own one writer per destination partition.
+                # A few hundred bytes of bookkeeping per queued record, which the byte
+                # limit does not count.
                 "queue.buffering.max.messages": PRODUCER_BUFFER_RECORDS,
-                "queue.buffering.max.kbytes": PRODUCER_BUFFER_KIB,
                 "compression.type": "none",
                 "transaction.timeout.ms": int(transaction_timeout * 1000),
                 "error_cb": error_cb,
                 "throttle_cb": throttle_cb,
             }
         )
+        self._queue_bytes = 1024 * int(kafka.get("queue.buffering.max.kbytes", PRODUCER_BUFFER_KIB))
+        """The most bytes of values librdkafka queues for this writer."""
         self._columns = arrow_produce.attach(self._producer, error_cb, throttle_cb)
         """Produces a slice's records from its columns in C (None: through Python)."""
 
@@ -273,9 +278,11 @@ class PartitionWriter:
             )
             if code == 0:
                 return
+            offset = table.column("offset")[start].as_py()
             if code != KafkaError._QUEUE_FULL:
-                offset = table.column("offset")[start].as_py()
                 raise self._produce_failure(offset, KafkaError(code)) from None
+            value = table.column("value")[start]
+            self._refuse_if_never_fits(offset, len(value.as_buffer()) if value.is_valid else 0)
             self._producer.poll(0.05)
 
     def write_messages(self, messages: Sequence[Any]) -> int:
@@ -386,6 +393,7 @@ class PartitionWriter:
     def _produce_again(self, offset: int, row: tuple[Any, ...]) -> None:
         """``produce(*row)`` of the record at source ``offset`` that found librdkafka's
         queue full: serve deliveries until it takes it."""
+        self._refuse_if_never_fits(offset, 0 if row[1] is None else len(row[1]))
         while True:
             self._producer.poll(0.05)
             try:
@@ -395,6 +403,19 @@ class PartitionWriter:
                 continue
             except KafkaException as exc:
                 raise self._produce_failure(offset, exc.args[0]) from None
+
+    def _refuse_if_never_fits(self, source_offset: int, value_bytes: int) -> None:
+        """A record librdkafka found its queue full for, whose value alone is larger than
+        the queue holds, would be offered again forever: it is refused, named, so that
+        its partition halts (the operator raises ``queue.buffering.max.kbytes``)."""
+        if value_bytes > self._queue_bytes:
+            raise RecordTooLargeError(
+                f"record at source offset {source_offset} of {self.target.source} has a "
+                f"{value_bytes}-byte value, more than the writer's producer buffers "
+                f"({self._queue_bytes} bytes: queue.buffering.max.kbytes in the "
+                "destination cluster's kafka config; raise it above the value's size)",
+                code=KafkaError.MSG_SIZE_TOO_LARGE,
+            )
 
     def _after_slice(self) -> None:
         self._raise_if_failed()
