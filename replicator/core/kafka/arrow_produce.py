@@ -10,7 +10,7 @@ docs/performance.md). :class:`ColumnProducer` hands the columns'
 buffers to ``ap_produce`` (``arrow_producer.c``), which calls librdkafka's ``produceva`` on
 the same client the writer's transactions run on: the records go into the open
 transaction, in order, as :meth:`PartitionWriter._produce_columns` would have produced
-them, byte for byte (``tests/core/test_arrow_produce.py`` compares the two).
+them, byte for byte (``tests/core/test_writer_paths.py`` compares the two).
 
 The producer's librdkafka handle is not public in confluent-kafka: it is the first field
 after the object header of its ``Producer`` (``Handle.rk`` in its C source). It is taken
@@ -47,10 +47,10 @@ log = logging.getLogger(__name__)
 _POINTER = ctypes.sizeof(ctypes.c_void_p)
 _OBJECT_HEADER = ctypes.sizeof(ctypes.c_ssize_t) + _POINTER  # ob_refcnt, ob_type
 _HANDLE_FIELDS = ("rk", "error_cb", "throttle_cb")
+"""The first fields of confluent-kafka's ``Handle``, in order, after the object header."""
 CLOSED = -197
 """librdkafka's RD_KAFKA_RESP_ERR__DESTROY: what a produce on a closed ``Producer``
 reports."""
-"""The first fields of confluent-kafka's ``Handle``, in order, after the object header."""
 
 
 def _field(obj: object, index: int) -> int:
