@@ -20,7 +20,10 @@ copies the bytes again at every move. Profiled while a 256 MiB segment was uploa
 on a multipart upload and 7.5 on 16 MiB PUTs (``python -m bench.s3_stand_in``), against
 9.2 and 3.8 with objects kept in memory up to :data:`KEY_BUFFER_BYTES`. The local stack
 keeps them in memory (its data is a test's or a benchmark's: a 10,000,000-record
-benchmark holds about 2 GiB); a value of the variable in the environment wins.
+benchmark holds about 2 GiB); a value of the variable in the environment wins. One cost
+measured: moto reads the whole object for every ranged GET, and restore, which reads a
+segment a row group at a time, ran 10-20 % slower inside its tasks with objects in memory
+(docs/performance.md).
 """
 
 from __future__ import annotations
