@@ -14,7 +14,7 @@ ingress benchmark with one replay process (8 partitions, 2,000,000 records): pea
 ``ARROW_DEFAULT_MEMORY_POOL`` in the environment, when set, wins.
 
 jemalloc keeps freed pages for reuse and gives them back to the OS after a decay time.
-With Arrow's setting, a thread's freed row groups stayed resident for 1 to 2 s
+With Arrow's setting, a thread's freed row groups stayed resident for 1.7 to 2.2 s
 (``tests/core/test_malloc.py``), and ingress frees row groups at tens of MiB a second. A
 decay of :data:`ARROW_DECAY_MS` gives them back within about 0.4 s. Measured on the
 ingress benchmark with one replay process (8 partitions, 4,000,000 records): peak RSS

@@ -60,8 +60,11 @@ def test_the_stack_starts_the_endpoint_with_the_cached_dispatch(tmp_path):
 def test_the_endpoint_keeps_upload_parts_and_objects_in_memory(monkeypatch):
     """moto's default moved every part and object over 5 MiB to a temporary file, copying
     it again: a third of the endpoint's CPU on the two cores the stages share."""
-    monkeypatch.delenv("MOTO_S3_DEFAULT_KEY_BUFFER_SIZE", raising=False)
-    keep_objects_in_memory()
+    variable = "MOTO_S3_DEFAULT_KEY_BUFFER_SIZE"
+    environ: dict[str, str] = {}
+    keep_objects_in_memory(environ)
+    # What the endpoint's process sees, set so that it is undone after the test.
+    monkeypatch.setenv(variable, environ[variable])
     part = FakeKey("1", b"x" * 16 * 2**20, account_id="123456789012", region_name="us-east-1")
     try:
         assert isinstance(part._value_buffer._file, io.BytesIO)

@@ -80,8 +80,9 @@ Each queued record costs librdkafka about 550 bytes of the benchmark's shape (it
 a few hundred bytes of bookkeeping), and a process holds a writer per busy partition.
 10,000 still leaves two or more full batches (``batch.size``) queued behind the one being
 sent. Measured on the ingress benchmark with one replay process (8 partitions, 4,000,000
-records, six runs each): peak RSS 464-482 MiB with 10,000 against 521-544 MiB with 20,000;
-the replay's time moved within the runs' spread (22-35 s against 24-29 s)."""
+records, alternated): peak RSS 464-501 MiB with 10,000 (twelve runs) against 493-544 MiB
+with 20,000 (ten runs); the replay's time moved within the runs' spread (21-35 s against
+23-29 s)."""
 TIMESTAMP_NONE = 0
 FENCING_CODES = frozenset(
     {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
