@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -16,6 +17,18 @@ from tests.fixtures.stack import SOURCE
 AGE_SECONDS = 2
 TRIGGER_SECONDS = 0.25
 """The tests' egress trigger interval (tests/fixtures/egress.py)."""
+
+
+class _FirstBatch(logging.Handler):
+    """Sets ``ended`` when the job logs its first completed batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ended = threading.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if str(record.msg).startswith("batch "):
+            self.ended.set()
 
 
 def _segments(local_stack, config, topic):
@@ -64,11 +77,18 @@ def test_age_closes_a_trickle_while_an_idle_partition_writes_nothing(
     assert config.egress.trigger_interval == TRIGGER_SECONDS
     # The job runs in the main thread (as the CLI does: Spark's active session is
     # thread-local); a background thread trickles 4 records per second into partition 0.
+    # The trickle starts once the first batch has ended: a record produced earlier waits
+    # for the job's start-up, which no batch duration bounds.
     job = EgressJob(config, stop_at_end=False, spark=spark, handle_signals=False)
     produced: list[int] = []
+    first_batch = _FirstBatch()
+    logging.getLogger("egress.job").addHandler(first_batch)
 
     def trickle() -> None:
         producer = Producer({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+        if not first_batch.ended.wait(120):
+            job.request_stop()
+            return
         started = time.monotonic()
         try:
             while time.monotonic() - started < 60:
@@ -84,8 +104,12 @@ def test_age_closes_a_trickle_while_an_idle_partition_writes_nothing(
 
     producer_thread = threading.Thread(target=trickle)
     producer_thread.start()
-    job.run()
+    try:
+        job.run()
+    finally:
+        logging.getLogger("egress.job").removeHandler(first_batch)
     producer_thread.join(60)
+    assert first_batch.ended.is_set(), "the job completed no batch in 120 s"
     segments = _segments(local_stack, config, topic)
     assert 1 not in segments, "an idle partition must write nothing"
     closed = segments[0]
