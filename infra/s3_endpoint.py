@@ -32,7 +32,7 @@ out (:func:`copy_less`), answering every request as moto does:
   the whole segment first. An object's in-memory buffer is now sized exactly, so that a
   read from its start hands out the stored bytes themselves (CPython's ``BytesIO`` shares
   its buffer when the read covers it whole) and a ranged GET copies only its range;
-- completing a multipart upload copied every part's bytes eight times (each part read
+- completing a multipart upload copied every part's bytes six times (each part read
   twice, appended twice, and the whole joined twice); it now reads each part once and
   joins them once, with the same checks (each part present with its ETag, every part but
   the last at least the minimum size), the same ETag and the same checksum.
