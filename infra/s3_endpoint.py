@@ -20,10 +20,10 @@ copies the bytes again at every move. Profiled while a 256 MiB segment was uploa
 on a multipart upload and 7.5 on 16 MiB PUTs (``python -m bench.s3_stand_in``), against
 9.2 and 3.8 with objects kept in memory up to :data:`KEY_BUFFER_BYTES`. The local stack
 keeps them in memory (its data is a test's or a benchmark's: a 10,000,000-record
-benchmark holds about 2 GiB); a value of the variable in the environment wins. One cost
-measured: moto reads the whole object for every ranged GET, and restore, which reads a
-segment a row group at a time, ran 10-20 % slower inside its tasks with objects in memory
-(docs/performance.md).
+benchmark holds about 2 GiB); a value of the variable in the environment wins. Kept in
+memory, moto's read of the whole object for every ranged GET made restore, which reads a
+segment a row group at a time, 10-20 % slower inside its tasks (docs/performance.md),
+until the reads below stopped copying.
 
 Two more of moto's copies are the stand-in's own, not S3's, and the stand-in leaves them
 out (:func:`copy_less`), answering every request as moto does:
@@ -41,12 +41,11 @@ out (:func:`copy_less`), answering every request as moto does:
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 
 from moto import server
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication
@@ -68,9 +67,9 @@ def keep_objects_in_memory(environ: dict[str, str] | os._Environ[str] = os.envir
 def _exactly_sized(key: FakeKey) -> None:
     """Size ``key``'s in-memory buffer to its bytes, so that reading it from the start
     returns the stored bytes object rather than a copy (a buffer on disk is left)."""
-    buffer: Any = key._value_buffer  # a SpooledTemporaryFile: in memory until it rolls over
+    buffer: Any = key._value_buffer  # a SpooledTemporaryFile: a BytesIO until it rolls over
     if not buffer._rolled:
-        cast(io.BytesIO, buffer._file).getvalue()
+        buffer._file.getvalue()
 
 
 _moto_value: property = vars(FakeKey)["value"]
@@ -96,11 +95,12 @@ def complete_copying_once(
     last: FakeKey | None = None
     for part_number, etag in body:
         part = multipart.parts.get(part_number)
-        if part is None or part.etag.replace('"', "") != etag.replace('"', ""):
+        part_md5 = None if part is None else part.etag.replace('"', "")
+        if part is None or part_md5 != etag.replace('"', ""):
             raise InvalidPart()
         if last is not None and last.contentsize < s3_models.S3_UPLOAD_PART_MIN_SIZE:
             raise EntityTooSmall()
-        part_md5s.extend(bytes.fromhex(part.etag.replace('"', "")))
+        part_md5s.extend(bytes.fromhex(part_md5))
         value = part.value
         values.append(value)
         if composite:

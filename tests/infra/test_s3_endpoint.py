@@ -69,14 +69,18 @@ def test_the_stack_starts_the_endpoint_with_the_cached_dispatch(tmp_path):
     assert s3.argv[1:3] == ("-m", "infra.s3_endpoint")
 
 
-def test_the_endpoint_keeps_upload_parts_and_objects_in_memory(monkeypatch):
-    """moto's default moved every part and object over 5 MiB to a temporary file, copying
-    it again: a third of the endpoint's CPU on the two cores the stages share."""
-    variable = "MOTO_S3_DEFAULT_KEY_BUFFER_SIZE"
+@pytest.fixture
+def objects_in_memory(monkeypatch):
+    """The environment the endpoint's process sees, set so that it is undone after the test."""
     environ: dict[str, str] = {}
     keep_objects_in_memory(environ)
-    # What the endpoint's process sees, set so that it is undone after the test.
-    monkeypatch.setenv(variable, environ[variable])
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+
+
+def test_the_endpoint_keeps_upload_parts_and_objects_in_memory(objects_in_memory):
+    """moto's default moved every part and object over 5 MiB to a temporary file, copying
+    it again: a third of the endpoint's CPU on the two cores the stages share."""
     part = FakeKey("1", b"x" * 16 * 2**20, account_id="123456789012", region_name="us-east-1")
     try:
         assert isinstance(part._value_buffer._file, io.BytesIO)
@@ -95,12 +99,8 @@ MIN_PART = 5 * 2**20
 
 
 @pytest.fixture
-def in_memory(monkeypatch):
+def in_memory(objects_in_memory, monkeypatch):
     """Objects in memory and stored as the endpoint stores them, undone after the test."""
-    environ: dict[str, str] = {}
-    keep_objects_in_memory(environ)
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
     monkeypatch.setattr(FakeKey, "value", exactly_sized_value)
 
 
@@ -161,7 +161,7 @@ def test_a_completion_copying_once_returns_what_motos_returns(in_memory, metadat
 @pytest.mark.parametrize(
     ("sizes", "listing", "refusal"),
     [
-        ([MIN_PART, 10], lambda listed: [listed[0], (2, '"0" * 32')], InvalidPart),
+        ([MIN_PART, 10], lambda listed: [listed[0], (2, f'"{"0" * 32}"')], InvalidPart),
         ([MIN_PART, 10], lambda listed: [listed[0], (3, listed[1][1])], InvalidPart),
         ([10, MIN_PART], lambda listed: listed, EntityTooSmall),
         ([MIN_PART], lambda listed: [], MalformedXML),
