@@ -15,6 +15,12 @@ class SourceDataLossError(ReplicatorError):
     relay); names the topic, partition and offsets."""
 
 
+class UnrelayableRecordError(ReplicatorError):
+    """A source record the relay cannot carry (a header name that is not UTF-8: Kafka's
+    protocol makes header names strings); names the topic, partition, offset and upstream.
+    Its partition halts there, the record and everything after it unrelayed."""
+
+
 class RelayIdentityError(ReplicatorError):
     """The config names the upstream offsets otherwise than the relay recorded at its
     first start (see :mod:`relay.identity`); nothing is relayed."""

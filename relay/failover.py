@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+import pyarrow as pa
+
 TopicPartitionKey = tuple[str, int]
 SwitchReason = Literal["failure", "lag"]
 
@@ -109,6 +111,19 @@ def record_ref(
 ) -> RecordRef:
     stamp = None if timestamp_type == TIMESTAMP_NONE else timestamp
     return RecordRef(offset, _digest(key), _digest(value), stamp)
+
+
+def last_record(records: pa.RecordBatch) -> RecordRef:
+    """The :class:`RecordRef` of the last of ``records`` (segment schema, not empty). Pure."""
+    last = records.slice(records.num_rows - 1)
+    stamp = last.column("timestamp").cast(pa.int64())[0].as_py()
+    return record_ref(
+        last.column("offset")[0].as_py(),
+        last.column("key")[0].as_py(),
+        last.column("value")[0].as_py(),
+        last.column("timestamp_type")[0].as_py(),
+        stamp,
+    )
 
 
 def same_record(ref: RecordRef, other: RecordRef) -> bool:

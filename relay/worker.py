@@ -35,10 +35,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from relay.errors import (
     SourceDataLossError,
+    UnrelayableRecordError,
     UpstreamMismatchError,
     UpstreamUnreadableError,
 )
@@ -49,6 +50,7 @@ from relay.failover import (
     UpstreamState,
     backoff,
     choose_upstream,
+    last_record,
     record_ref,
     same_record,
 )
@@ -57,8 +59,9 @@ from replicator.core.config import Config, RelayTopic, required
 from replicator.core.filters import FilterChain
 from replicator.core.filters.errors import FilterError
 from replicator.core.kafka import provenance
+from replicator.core.kafka.arrow_reads import BAD_RECORD, PartitionReader, ReadChunk, open_reader
 from replicator.core.kafka.checkpoints import ResumePoint, WriteTarget
-from replicator.core.kafka.clients import BULK_READER, client_config, consume_available
+from replicator.core.kafka.clients import BULK_READER, client_config
 from replicator.core.kafka.errors import (
     AuthorizationError,
     BrokerError,
@@ -68,7 +71,6 @@ from replicator.core.kafka.errors import (
     RecordTooLargeError,
 )
 from replicator.core.kafka.provenance import SourcePartition
-from replicator.core.kafka.records import messages_to_records
 from replicator.core.kafka.tail import (
     read_range,
     scan_back,
@@ -83,6 +85,7 @@ from replicator.core.workers import report_failure
 log = logging.getLogger(__name__)
 
 READ_BATCH = 5_000
+NO_END = 2**63 - 1
 POLL_SECONDS = 0.05
 READ_MIN_BYTES = 64 * 1024
 """What a fetch waits for (up to 50 ms). Measured at 2,000 records/s over 8 partitions:
@@ -92,6 +95,7 @@ HALTING_ERRORS = (
     AuthorizationError,
     UpstreamMismatchError,
     SourceDataLossError,
+    UnrelayableRecordError,
     FilterError,
     RecordRefusedError,
     CheckpointError,
@@ -167,7 +171,8 @@ class RelayWorker(threading.Thread):
         self._refill = False
         """The destination was written before, into an earlier topic of its name: it is
         refilled from the log start."""
-        self._consumer: Any = None
+        self._reader: PartitionReader | None = None
+        """The reader of the current upstream (the C range reader: Arrow batches)."""
         self.log = ContextLog(
             log, partition_fields(self.relay.origin, topic.source_topic, partition)
         )
@@ -198,7 +203,7 @@ class RelayWorker(threading.Thread):
             self.failure = exc
             report_failure(self.log, self.name, exc, traceback=not isinstance(exc, BrokerError))
         finally:
-            self._close_consumer()
+            self._close_reader()
 
     # -- the relay loop -------------------------------------------------------------------
 
@@ -244,21 +249,21 @@ class RelayWorker(threading.Thread):
                 self.status.state = "done"
                 return
             try:
-                messages, end_seen = self._read(upstream, next_offset)
+                records, end_seen = self._read(upstream, next_offset)
             except UpstreamUnreadableError as exc:  # it lacks the next offset: choose again
                 self._leave(upstream, str(exc))
                 continue
-            if messages:
-                next_offset = self._next = self._write(writer, messages)
+            if records is not None:
+                next_offset = self._next = self._write(writer, records)
                 opened = opened or time.monotonic()
             if end_seen is not None:
                 next_offset = self._next = max(next_offset, end_seen)
             # Caught up: the read reached the log end (the consumer's end-of-partition
             # event) or nothing came within POLL_SECONDS. Commit then, so records wait
             # for the next ones only while more are coming; while a backlog is read,
-            # every checkpoint_interval. (A read no longer waits to fill READ_BATCH, so
+            # every checkpoint_interval. (A read does not wait to fill READ_BATCH, so
             # a short one does not say the upstream is drained.)
-            caught_up = end_seen is not None or not messages
+            caught_up = end_seen is not None or records is None
             due = opened is not None and time.monotonic() - opened >= self.relay.checkpoint_interval
             if due or (caught_up and (opened is not None or self._committed != next_offset)):
                 self._commit(writer, next_offset)
@@ -288,7 +293,7 @@ class RelayWorker(threading.Thread):
     def _leave(self, upstream: str, why: str) -> None:
         """Stop reading ``upstream`` for now; the next choice may pick it again once it
         holds the next offset."""
-        self._close_consumer()
+        self._close_reader()
         self.status.upstream = None
         self._waiting = why
         self.log.warning("%s; choosing an upstream again", why)
@@ -298,32 +303,21 @@ class RelayWorker(threading.Thread):
         writer.commit(next_offset)
         self._committed = self.status.next_offset = next_offset
 
-    def _write(self, writer: RecordWriter, messages: list[Any]) -> int:
-        if self._filters:
-            self._write_filtered(writer, messages)
-        else:  # the records as read: no table to build (see write_messages)
-            size = writer.write_messages(messages)
-            self.metrics.records.labels(*self._labels).inc(len(messages))
-            self.metrics.bytes.labels(*self._labels).inc(size)
-        last = messages[-1]
-        stamp_type, stamp = last.timestamp()
-        self._last = record_ref(last.offset(), last.key(), last.value(), stamp_type, stamp)
-        if stamp_type:
-            self.metrics.lag_seconds.labels(*self._labels).set(max(0.0, time.time() - stamp / 1000))
-        return int(last.offset()) + 1
-
-    def _write_filtered(self, writer: RecordWriter, messages: list[Any]) -> None:
-        records = pa.Table.from_batches([messages_to_records(messages)])
-        kept = self._filters.apply(records, self.topic.source_topic, self.partition)
+    def _write(self, writer: RecordWriter, records: pa.RecordBatch) -> int:
+        """Write ``records`` (what the filters keep of them); the next source offset."""
+        table = pa.Table.from_batches([records])
+        kept = self._filters.apply(table, self.topic.source_topic, self.partition)
         if kept.num_rows:
             writer.write(kept)
-            size = sum(
-                pc.sum(pc.binary_length(kept.column(c))).as_py() or 0 for c in ("key", "value")
-            )
             self.metrics.records.labels(*self._labels).inc(kept.num_rows)
-            self.metrics.bytes.labels(*self._labels).inc(size)
-        if kept.num_rows < records.num_rows:
-            self.metrics.filtered.labels(*self._labels).inc(records.num_rows - kept.num_rows)
+            self.metrics.bytes.labels(*self._labels).inc(key_and_value_bytes(kept))
+        if kept.num_rows < table.num_rows:
+            self.metrics.filtered.labels(*self._labels).inc(table.num_rows - kept.num_rows)
+        self._last = last_record(records)
+        if self._last.timestamp is not None:
+            lag = max(0.0, time.time() - self._last.timestamp / 1000)
+            self.metrics.lag_seconds.labels(*self._labels).set(lag)
+        return self._last.offset + 1
 
     # -- upstreams ------------------------------------------------------------------------
 
@@ -348,14 +342,14 @@ class RelayWorker(threading.Thread):
             try:
                 self._switch(current, choice.upstream, choice.reason)
             except UpstreamUnreadableError as exc:  # not a mismatch: asked again later
-                self._close_consumer()
+                self._close_reader()
                 self.status.upstream = None
                 self._waiting = str(exc)
                 return None
         return choice.upstream
 
     def _switch(self, current: str | None, new: str | None, reason: str | None) -> None:
-        self._close_consumer()
+        self._close_reader()
         if new is None:
             self.status.upstream = None
             return
@@ -549,97 +543,113 @@ class RelayWorker(threading.Thread):
     def _kafka(self, region: str) -> dict[str, Any]:
         return client_config(self.config.region(region).kafka)
 
-    def _consumer_for(self, upstream: str, offset: int) -> Any:
-        if self._consumer is None:
-            self._consumer = Consumer(
-                {
-                    **BULK_READER,
-                    **self._kafka(upstream),
-                    "group.id": f"{self.relay.group_id}-reader",  # never joined or committed
-                    "enable.auto.commit": False,
-                    "enable.partition.eof": True,
-                    "isolation.level": "read_committed",
-                    "auto.offset.reset": "error",
-                    # The broker answers a fetch once it has READ_MIN_BYTES or after
-                    # 50 ms (not the 500 ms default): a partition written a few records
-                    # at a time is fetched 20 times a second, not once per record batch.
-                    "fetch.wait.max.ms": 50,
-                    "fetch.min.bytes": READ_MIN_BYTES,
-                }
-            )
-            self._consumer.assign([TopicPartition(self.topic.source_topic, self.partition, offset)])
-            self._position = offset
-        return self._consumer
+    def _reader_settings(self, upstream: str) -> dict[str, Any]:
+        return {
+            **BULK_READER,
+            **self._kafka(upstream),
+            "group.id": f"{self.relay.group_id}-reader",  # never joined or committed
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "error",
+            # The broker answers a fetch once it has READ_MIN_BYTES or after 50 ms (not
+            # the 500 ms default): a partition written a few records at a time is
+            # fetched 20 times a second, not once per record batch.
+            "fetch.wait.max.ms": 50,
+            "fetch.min.bytes": READ_MIN_BYTES,
+        }
 
-    def _close_consumer(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
-            self._consumer = None
+    def _reader_for(self, upstream: str, offset: int) -> PartitionReader:
+        """The reader of ``upstream``, at ``offset`` when it is new: records come as Arrow
+        batches of the segment schema, no Python object per record (the C range reader
+        where it is built), and a read hands over what was fetched without waiting for a
+        full batch (``eager``)."""
+        if self._reader is None:
+            self._reader = open_reader(self._reader_settings(upstream), eager=True)
+            self._reader.assign(self.topic.source_topic, self.partition, offset)
+        return self._reader
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def _lookup_consumer(self, upstream: str) -> Any:
+        """A consumer of ``upstream`` to ask for a partition's bounds, read_committed (its
+        log end is the last stable offset)."""
+        return Consumer(self._reader_settings(upstream))
 
     def _start_offset(self, upstream: str, start_from: str) -> int:
         """The log start, or the last stable offset (the read_committed reader's end: a
         transaction open now is relayed once it commits)."""
-        consumer = self._consumer_for(upstream, OFFSET_BEGINNING)
+        consumer = self._lookup_consumer(upstream)
         tp = TopicPartition(self.topic.source_topic, self.partition)
         what = f"upstream {upstream} for the log start and end"
-        low, high = watermarks(consumer, tp, what, timeout=10)
-        self._close_consumer()
+        try:
+            low, high = watermarks(consumer, tp, what, timeout=10)
+        finally:
+            consumer.close()
         return low if start_from == "earliest" else high
 
-    def _read(self, upstream: str, next_offset: int) -> tuple[list[Any], int | None]:
+    def _read(self, upstream: str, next_offset: int) -> tuple[pa.RecordBatch | None, int | None]:
         """Records from ``next_offset`` on (up to ``stop_at``), and the log end if the read
         reached it."""
-        consumer = self._consumer_for(upstream, next_offset)
+        reader = self._reader_for(upstream, next_offset)
         wanted = READ_BATCH
         if self.stop_at is not None:
             wanted = max(1, min(wanted, self.stop_at - next_offset))
-        records: list[Any] = []
-        end_seen: int | None = None
-        for message in consume_available(consumer, wanted, POLL_SECONDS):
-            error = message.error()
-            if error is None:
-                offset = message.offset()
-                if offset is None or offset < next_offset:
-                    continue
-                if self.stop_at is not None and offset >= self.stop_at:
-                    end_seen = self.stop_at
-                    break
-                records.append(message)
-                continue
-            if error.code() == KafkaError._PARTITION_EOF:
-                end_seen = message.offset()
-                if self.stop_at is not None and end_seen is not None:
-                    end_seen = min(end_seen, self.stop_at)
-            elif error.code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
-                self._refuse_if_behind(upstream, consumer, next_offset)
-                self.metrics.fetch_errors.labels(upstream, "data_loss").inc()
-                raise SourceDataLossError(
-                    f"source data loss: {upstream} no longer holds {self.topic.source_topic} "
-                    f"partition {self.partition} "
-                    f"{self._lost_range(consumer, next_offset)} ({error.str()}); relaying "
-                    "on would skip records"
-                )
-            else:
-                kind = "timeout" if error.code() == KafkaError._TIMED_OUT else "transport"
-                self.metrics.fetch_errors.labels(upstream, kind).inc()
-                if error.str() != self._fetch_problem:  # once per kind of trouble
-                    self.log.warning("reading from %s: %s", upstream, error.str())
-                self._fetch_problem = error.str()
+        end = NO_END if self.stop_at is None else self.stop_at
+        chunk = reader.read(wanted, POLL_SECONDS, next_offset, end)
+        records = from_offset(chunk.records, next_offset)
+        end_seen = self.stop_at if chunk.done else None
+        if chunk.error is not None:
+            end_seen = self._read_error(upstream, reader, chunk, next_offset)
         return records, end_seen
 
-    def _refuse_if_behind(self, upstream: str, consumer: Any, next_offset: int) -> None:
+    def _read_error(
+        self, upstream: str, reader: PartitionReader, chunk: ReadChunk, next_offset: int
+    ) -> int | None:
+        """What the error a read stopped before means: the log end (None if it is not one),
+        a halt, a loss, or a warning once per kind of trouble."""
+        assert chunk.error is not None
+        code = chunk.error.code()
+        if code == KafkaError._PARTITION_EOF:
+            if self.stop_at is not None:
+                return min(chunk.error_offset, self.stop_at)
+            return chunk.error_offset
+        if code == BAD_RECORD:
+            raise UnrelayableRecordError(
+                f"{self.topic.source_topic} partition {self.partition} offset "
+                f"{chunk.error_offset} on {upstream} cannot be relayed: "
+                f"{chunk.error.str()}; nothing more is relayed from this partition"
+            )
+        if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
+            self._refuse_if_behind(upstream, reader, next_offset)
+            self.metrics.fetch_errors.labels(upstream, "data_loss").inc()
+            raise SourceDataLossError(
+                f"source data loss: {upstream} no longer holds {self.topic.source_topic} "
+                f"partition {self.partition} "
+                f"{self._lost_range(reader, next_offset)} ({chunk.error.str()}); relaying "
+                "on would skip records"
+            )
+        kind = "timeout" if code == KafkaError._TIMED_OUT else "transport"
+        self.metrics.fetch_errors.labels(upstream, kind).inc()
+        if chunk.error.str() != self._fetch_problem:  # once per kind of trouble
+            self.log.warning("reading from %s: %s", upstream, chunk.error.str())
+        self._fetch_problem = chunk.error.str()
+        return None
+
+    def _refuse_if_behind(self, upstream: str, reader: PartitionReader, next_offset: int) -> None:
         """An offset out of range because ``upstream``'s log ends before ``next_offset``
         (it lags: another took over, or a restart chose it on an older end) is no loss:
         UpstreamUnreadableError, and the partition chooses again."""
         try:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(self.topic.source_topic, self.partition), timeout=10
-            )
-        except KafkaException as exc:  # not known to be a loss: asked again
+            low, high = reader.watermarks(self.topic.source_topic, self.partition, 10)
+        except BrokerError as exc:  # not known to be a loss: asked again
             raise UpstreamUnreadableError(
                 f"{upstream} answered offset {next_offset} of {self.topic.source_topic} "
                 f"partition {self.partition} out of range, and its log start and end could "
-                f"not be read ({exc.args[0].str()})"
+                f"not be read ({exc})"
             ) from None
         if low <= next_offset and high < next_offset:
             raise UpstreamUnreadableError(
@@ -647,14 +657,12 @@ class RelayWorker(threading.Thread):
                 f"{self.partition} offset {next_offset} yet (its log ends at {high})"
             )
 
-    def _lost_range(self, consumer: Any, next_offset: int) -> str:
+    def _lost_range(self, reader: PartitionReader, next_offset: int) -> str:
         """The offsets gone before they were relayed (inclusive), as far as the upstream's
         log start says: ``offsets 100..149 (its log now starts at 150)``."""
         try:
-            low, _ = consumer.get_watermark_offsets(
-                TopicPartition(self.topic.source_topic, self.partition), timeout=10
-            )
-        except KafkaException:
+            low, _ = reader.watermarks(self.topic.source_topic, self.partition, 10)
+        except BrokerError:
             return f"offset {next_offset} (its log start could not be read)"
         if low > next_offset:
             return f"offsets {next_offset}..{low - 1} (its log now starts at {low})"
@@ -665,3 +673,17 @@ class RelayWorker(threading.Thread):
         end = state.log_ends.get(self._tp) if state else None
         if end is not None:
             self.metrics.lag_records.labels(*self._labels).set(max(0, end - next_offset))
+
+
+def from_offset(records: pa.RecordBatch | None, next_offset: int) -> pa.RecordBatch | None:
+    """The records at ``next_offset`` or after (None if none is): a reader assigned at an
+    earlier offset hands out what lies before it too. Pure."""
+    if records is None or records.column("offset")[0].as_py() >= next_offset:
+        return records
+    kept = records.filter(pc.greater_equal(records.column("offset"), next_offset))
+    return kept if kept.num_rows else None
+
+
+def key_and_value_bytes(records: pa.Table) -> int:
+    """The bytes of the records' keys and values (the ``bytes`` metric). Pure."""
+    return sum(pc.sum(pc.binary_length(records.column(c))).as_py() or 0 for c in ("key", "value"))

@@ -163,6 +163,9 @@ class Unanswered:
     def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
         raise KafkaException(KafkaError(self.code, "Failed to get watermark offsets: x"))
 
+    def close(self) -> None:
+        pass
+
 
 def test_an_unknown_partition_is_passing_only_when_a_look_up_of_its_ends_says_it():
     """A paused broker makes a look-up of a partition's ends fail with
@@ -235,7 +238,7 @@ def test_a_relay_worker_whose_upstream_does_not_answer_its_first_look_up_warns_o
         filters=FilterChain([]),
     )
     unanswered = Unanswered(KafkaError._ALL_BROKERS_DOWN)
-    monkeypatch.setattr(worker, "_consumer_for", lambda upstream, offset: unanswered)
+    monkeypatch.setattr(worker, "_lookup_consumer", lambda upstream: unanswered)
     worker.run()  # in this thread: it ends at the failure
     assert worker.status.state == "failed", worker.status
     assert isinstance(worker.failure, BrokerError), worker.failure

@@ -1,9 +1,7 @@
-"""The exactly-once writer's entries write the same records: a table of the segment schema
-(ingress, restore, the relay with filters), produced from its columns in C
-(``arrow_produce``) or, where that is not built, through confluent-kafka's Python calls;
-and the confluent-kafka messages the relay read (the relay without filters, which builds
-no table). Every record shape, every timestamp type, on Apache Kafka, read back with a
-read_committed reader."""
+"""The exactly-once writer's two paths write the same records: a table of the segment schema
+(ingress, restore, the relay) produced from its columns in C (``arrow_produce``) or, where
+that is not built, through confluent-kafka's Python calls. Every record shape, every
+timestamp type, on Apache Kafka, read back with a read_committed reader."""
 
 from __future__ import annotations
 
@@ -21,29 +19,6 @@ from tests.fixtures.records import every_shape, to_batch
 from tests.fixtures.writer import WriterDestination, writer_destination
 
 
-class SourceMessage:
-    """What the relay's reader hands over: a confluent-kafka message's accessors."""
-
-    def __init__(self, record: dict[str, Any]) -> None:
-        self._record = record
-
-    def offset(self) -> int:
-        return int(self._record["offset"])
-
-    def key(self) -> bytes | None:
-        return self._record["key"]
-
-    def value(self) -> bytes | None:
-        return self._record["value"]
-
-    def timestamp(self) -> tuple[int, int]:
-        return self._record["timestamp_type"], self._record["timestamp"]
-
-    def headers(self) -> list[tuple[str, bytes | None]] | None:
-        # confluent-kafka gives None, not an empty list, for a record without headers
-        return [(h["key"], h["value"]) for h in self._record["headers"]] or None
-
-
 def shapes() -> list[dict[str, Any]]:
     """Every shape, then enough more to span two of the writer's slices."""
     records = every_shape(start=5, step=3)
@@ -54,7 +29,7 @@ def shapes() -> list[dict[str, Any]]:
     return records
 
 
-ENTRIES = ("table", "table through Python", "messages")
+ENTRIES = ("table", "table through Python")
 
 
 def write(where: WriterDestination, group: str, how: str, records: list[dict]) -> int:
@@ -64,24 +39,20 @@ def write(where: WriterDestination, group: str, how: str, records: list[dict]) -
         writer._columns = None
     try:
         writer.open()
-        if how.startswith("table"):
-            writer.write(pa.Table.from_batches([to_batch(records)]))
-        else:
-            written = writer.write_messages([SourceMessage(r) for r in records])
-            assert written == sum(len(r["key"] or b"") + len(r["value"] or b"") for r in records)
+        writer.write(pa.Table.from_batches([to_batch(records)]))
         return writer.commit(records[-1]["offset"] + 1)
     finally:
         writer.close()
 
 
-def test_messages_and_their_table_are_written_as_the_same_records(local_stack, unique):
-    assert_both_entries_write(local_stack, unique, shapes())
+def test_both_paths_write_a_table_as_the_same_records(local_stack, unique):
+    assert_both_paths_write(local_stack, unique, shapes())
 
 
 def test_a_full_producer_queue_loses_and_repeats_no_record(local_stack, unique, monkeypatch):
     """librdkafka's queue holding seven records: ``produce`` finds it full again and again
     in every slice, and each record that did is produced again once deliveries made room
-    (``_produce_again``; in C, the call made again from the record refused). Every entry
+    (``_produce_again``; in C, the call made again from the record refused). Every path
     still writes every record once, in order, and the commit knows the last destination
     offset (the delivery report of a slice's last record, which found the queue full as
     often as any)."""
@@ -105,12 +76,12 @@ def test_a_full_producer_queue_loses_and_repeats_no_record(local_stack, unique, 
     monkeypatch.setattr(PartitionWriter, "_produce_again", counted)
     monkeypatch.setattr(arrow_produce.ColumnProducer, "produce", counted_in_c)
     records = shapes()
-    assert_both_entries_write(local_stack, unique, records)
+    assert_both_paths_write(local_stack, unique, records)
     assert len(retried) > 100, len(retried)
     assert len(refused_in_c) > 100, len(refused_in_c)
 
 
-def assert_both_entries_write(local_stack: Any, unique: Any, records: list[dict]) -> None:
+def assert_both_paths_write(local_stack: Any, unique: Any, records: list[dict]) -> None:
     copies = {}
     for how in ENTRIES:
         where = writer_destination(local_stack, unique)
@@ -123,10 +94,10 @@ def assert_both_entries_write(local_stack: Any, unique: Any, records: list[dict]
         ), how
         copies[how] = read_partition(where.bootstrap, where.target.destination_topic, 0)
 
-    by_table, by_python, by_messages = (copies[how] for how in ENTRIES)
-    assert len(by_table) == len(by_python) == len(by_messages) == len(records)
+    by_table, by_python = (copies[how] for how in ENTRIES)
+    assert len(by_table) == len(by_python) == len(records)
     source = provenance.SourcePartition("us-east-1", "t", 0)
-    for record, a, p, b in zip(records, by_table, by_python, by_messages, strict=True):
+    for record, a, p in zip(records, by_table, by_python, strict=True):
         want_headers = (
             *((h["key"], h["value"]) for h in record["headers"]),
             (provenance.HEADER, provenance.encode(source, record["offset"])),
@@ -134,7 +105,6 @@ def assert_both_entries_write(local_stack: Any, unique: Any, records: list[dict]
         assert (
             (a[3], a[4], a[5])
             == (p[3], p[4], p[5])
-            == (b[3], b[4], b[5])
             == (
                 record["key"],
                 record["value"],
@@ -143,4 +113,4 @@ def assert_both_entries_write(local_stack: Any, unique: Any, records: list[dict]
         ), record["offset"]
         if record["timestamp_type"] != TIMESTAMP_NONE and record["timestamp"] > 0:
             # (none, or 0: the producer stamps its clock)
-            assert a[1] == p[1] == b[1] == record["timestamp"], record["offset"]
+            assert a[1] == p[1] == record["timestamp"], record["offset"]

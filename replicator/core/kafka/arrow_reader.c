@@ -8,7 +8,9 @@
  * when a range ends, what a loss is); this file only moves bytes and reports.
  *
  * One call, ar_read, takes up to `most` messages from the consumer queue (waiting at most
- * `timeout_ms` for them) and appends each record with an offset below `end` to the batch:
+ * `timeout_ms` for them; with `eager`, waiting only for the first, then taking at once
+ * whatever else was fetched, so a caught-up reader hands over a record as soon as it comes)
+ * and appends each record with an offset below `end` to the batch:
  * offset, timestamp and its type, key and value (NULL kept apart from empty), headers in
  * order (a NULL header value kept). It stops early, before the message, at:
  *   - an error event (end of partition, offset out of range, ...): reported with its code,
@@ -276,7 +278,7 @@ static void ar_report(struct ar_batch *b, int32_t error, int64_t offset, const c
 
 /* See the file's comment. Returns 0, or -1 when memory ran out (the batch is unusable). */
 int ar_read(struct ar_reader *r, struct ar_batch *b, int most, int timeout_ms, int64_t position,
-            int64_t end, const char *skip_header, size_t most_bytes) {
+            int64_t end, const char *skip_header, size_t most_bytes, int eager) {
     if (ar_batch_start(b, position)) return -1;
     if (r->pending_at >= r->pending_end) {
         if (r->msgs_cap < (size_t)most) {
@@ -285,10 +287,17 @@ int ar_read(struct ar_reader *r, struct ar_batch *b, int most, int timeout_ms, i
             r->msgs = msgs;
             r->msgs_cap = (size_t)most;
         }
-        ssize_t got = rd_kafka_consume_batch_queue(r->queue, timeout_ms, r->msgs, (size_t)most);
+        /* librdkafka's batch consume returns once it has `most` messages or the timeout
+         * passed: an eager read asks for one within the timeout, then for what is there. */
+        size_t first = eager ? 1 : (size_t)most;
+        ssize_t got = rd_kafka_consume_batch_queue(r->queue, timeout_ms, r->msgs, first);
         if (got < 0) {
             ar_report(b, rd_kafka_last_error(), -1, rd_kafka_err2str(rd_kafka_last_error()));
             return 0;
+        }
+        if (eager && got == 1 && most > 1) {
+            ssize_t more = rd_kafka_consume_batch_queue(r->queue, 0, r->msgs + 1, (size_t)most - 1);
+            if (more > 0) got += more; /* a failure here leaves the rest queued for the next read */
         }
         r->pending_at = 0;
         r->pending_end = (size_t)got;

@@ -225,7 +225,7 @@ void ar_close(struct ar_reader *r);
 struct ar_batch *ar_batch_new(void);
 void ar_batch_free(struct ar_batch *b);
 int ar_read(struct ar_reader *r, struct ar_batch *b, int most, int timeout_ms, int64_t position,
-            int64_t end, const char *skip_header, size_t most_bytes);
+            int64_t end, const char *skip_header, size_t most_bytes, int eager);
 
 extern "Python" void ar_log(const void *rk, int level, const char *fac, const char *buf);
 """

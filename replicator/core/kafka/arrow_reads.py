@@ -23,6 +23,10 @@ The contract of :meth:`PartitionReader.read`, which the reader's caller builds i
   consumer fetched after it is handed out by the next call.
 - A record at or past ``end`` ends the read: ``done``, position ``end``; what was fetched
   after it is dropped. :meth:`PartitionReader.assign` drops whatever is pending too.
+- It waits up to its timeout for ``most`` records; an *eager* reader (``open_reader(...,
+  eager=True)``, the relay's) waits only for the first and takes whatever else was already
+  fetched: librdkafka's batch consume would hold a caught-up reader's records for the rest
+  of the timeout (measured in the relay: every read took the full 50 ms).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from replicator.core.kafka.client_logs import CLIENT_LOGGER
+from replicator.core.kafka.clients import consume_available
 from replicator.core.kafka.errors import BrokerError
 from replicator.core.kafka.records import messages_to_records
 from replicator.core.segments.format import SCHEMA
@@ -81,11 +86,14 @@ class PartitionReader(Protocol):
     def close(self) -> None: ...
 
 
-def open_reader(conf: dict[str, Any], skip_header: str | None = None) -> PartitionReader:
+def open_reader(
+    conf: dict[str, Any], skip_header: str | None = None, *, eager: bool = False
+) -> PartitionReader:
     """The C reader when it is built and ``conf`` holds no callable but the logger; else
-    the confluent-kafka one. ``skip_header``: records carrying it are passed over."""
+    the confluent-kafka one. ``skip_header``: records carrying it are passed over;
+    ``eager``: see the module's docstring."""
     if lib is not None and c_reader_takes(conf):
-        return ArrowPartitionReader(conf, skip_header)
+        return ArrowPartitionReader(conf, skip_header, eager=eager)
     if not _fallback_told:
         _fallback_told.append(True)
         log.warning(
@@ -140,7 +148,10 @@ if lib is not None:
 class ArrowPartitionReader:
     """The C reader: see the module's docstring."""
 
-    def __init__(self, conf: dict[str, Any], skip_header: str | None = None) -> None:
+    def __init__(
+        self, conf: dict[str, Any], skip_header: str | None = None, *, eager: bool = False
+    ) -> None:
+        self._eager = 1 if eager else 0
         settings = {k: conf_text(v) for k, v in conf.items() if k != "logger"}
         logger = conf.get("logger")
         if isinstance(logger, logging.Logger):
@@ -176,7 +187,7 @@ class ArrowPartitionReader:
         batch = self._batch
         if lib.ar_read(
             self._handle, batch, most, int(timeout * 1000), position, end, self._skip,
-            MOST_BATCH_BYTES,
+            MOST_BATCH_BYTES, self._eager,
         ):  # fmt: skip
             raise MemoryError("the C range reader ran out of memory")
         records = arrow_batch(batch) if batch.count else None
@@ -257,8 +268,11 @@ def arrow_batch(batch: Any) -> pa.RecordBatch:
 class MessagePartitionReader:
     """The confluent-kafka reader: see the module's docstring."""
 
-    def __init__(self, conf: dict[str, Any], skip_header: str | None = None) -> None:
+    def __init__(
+        self, conf: dict[str, Any], skip_header: str | None = None, *, eager: bool = False
+    ) -> None:
         self._consumer = Consumer(conf)
+        self._eager = eager
         self._skip_header = skip_header
         self._pending: list[Any] = []
 
@@ -267,7 +281,7 @@ class MessagePartitionReader:
         self._consumer.assign([TopicPartition(topic, partition, offset)])
 
     def read(self, most: int, timeout: float, position: int, end: int) -> ReadChunk:
-        messages = self._pending or self._consumer.consume(num_messages=most, timeout=timeout)
+        messages = self._pending or self._fetched(most, timeout)
         self._pending = []
         taken: list[Any] = []
         for index, message in enumerate(messages):
@@ -289,6 +303,11 @@ class MessagePartitionReader:
                 taken.append(message)
             position = offset + 1
         return ReadChunk(_records(taken), position)
+
+    def _fetched(self, most: int, timeout: float) -> list[Any]:
+        if self._eager:
+            return consume_available(self._consumer, most, timeout)
+        return self._consumer.consume(num_messages=most, timeout=timeout)
 
     def watermarks(self, topic: str, partition: int, timeout: float) -> tuple[int, int]:
         low, high = self._consumer.get_watermark_offsets(

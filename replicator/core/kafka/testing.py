@@ -8,9 +8,7 @@ checkpoint, whichever is further, as the real writer does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 
@@ -37,10 +35,6 @@ class MemoryWriter:
 
     def write(self, table: pa.Table) -> None:
         self._pending += table.column("offset").to_pylist()
-
-    def write_messages(self, messages: Sequence[Any]) -> int:
-        self._pending += [message.offset() for message in messages]
-        return sum(len(m.key() or b"") + len(m.value() or b"") for m in messages)
 
     def commit(self, next_source_offset: int) -> int:
         self.committed += self._pending

@@ -33,7 +33,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from itertools import chain, repeat
 from operator import length_hint
@@ -112,12 +112,6 @@ class RecordWriter(Protocol):
 
     def write(self, table: pa.Table) -> None:
         """Records of the segment schema, in source-offset order (``offset`` column)."""
-        ...
-
-    def write_messages(self, messages: Sequence[Any]) -> int:
-        """confluent-kafka messages read from the source partition (none an error), in
-        offset order: the same records as :meth:`write` of their table, without it.
-        Returns the bytes of their keys and values."""
         ...
 
     def commit(self, next_source_offset: int) -> int:
@@ -292,62 +286,6 @@ class PartitionWriter:
             value = table.column("value")[start]
             self._refuse_if_never_fits(offset, len(value.as_buffer()) if value.is_valid else 0)
             self._producer.poll(0.05)
-
-    def write_messages(self, messages: Sequence[Any]) -> int:
-        """Produce confluent-kafka ``messages`` of the source partition (none an error), in
-        offset order, in the open transaction (begun here if none is): the records
-        :meth:`write` would produce from their table (``messages_to_records``), with
-        their own keys, values and headers and provenance appended.
-
-        Why a second entry: the relay without filters has the messages in hand, and the
-        table it would build only to take it apart again cost ~15 % of its CPU (profile
-        in docs/performance.md). A slice at a time, as :meth:`write`. Returns the bytes of
-        their keys and values."""
-        self._begin()
-        return sum(
-            self._produce_messages(messages[start : start + PRODUCE_SLICE_ROWS])
-            for start in range(0, len(messages), PRODUCE_SLICE_ROWS)
-        )
-
-    def _produce_messages(self, messages: Sequence[Any]) -> int:
-        """One loop from message to ``produce``: the relay's hottest (see write_messages)."""
-        t = self.target
-        produce = self._producer.produce
-        topic, partition = t.destination_topic, t.destination_partition
-        prefix, header = t.source.header_prefix.encode(), provenance.HEADER
-        total = 0
-        largest = self._largest
-        last = len(messages) - 1
-        for i, message in enumerate(messages):
-            offset, record_key, value = message.offset(), message.key(), message.value()
-            size = (0 if record_key is None else len(record_key)) + (
-                0 if value is None else len(value)
-            )
-            total += size
-            if size > largest[0]:
-                largest = (size, offset)
-            stamp_type, stamp = message.timestamp()
-            headers = message.headers()
-            stamped = (header, b"%s%d" % (prefix, offset))
-            row = (
-                topic,
-                value,
-                record_key,
-                partition,
-                partial(self._delivered, offset) if i == last else None,
-                None,
-                0 if stamp_type == TIMESTAMP_NONE else stamp,
-                [*headers, stamped] if headers else [stamped],
-            )
-            try:
-                produce(*row)
-            except BufferError:  # librdkafka's queue is full
-                self._produce_again(offset, row)
-            except KafkaException as exc:
-                raise self._produce_failure(offset, exc.args[0]) from None
-        self._largest = largest
-        self._after_slice()
-        return total
 
     def _produce_columns(
         self,
