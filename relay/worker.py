@@ -173,6 +173,8 @@ class RelayWorker(threading.Thread):
         refilled from the log start."""
         self._reader: PartitionReader | None = None
         """The reader of the current upstream (the C range reader: Arrow batches)."""
+        self._unrelayable: UnrelayableRecordError | None = None
+        """A record the last read stopped before, which halts the partition."""
         self.log = ContextLog(
             log, partition_fields(self.relay.origin, topic.source_topic, partition)
         )
@@ -258,6 +260,10 @@ class RelayWorker(threading.Thread):
                 opened = opened or time.monotonic()
             if end_seen is not None:
                 next_offset = self._next = max(next_offset, end_seen)
+            if self._unrelayable is not None:  # the records before it are kept
+                self._commit(writer, next_offset)
+                opened = None
+                raise self._unrelayable
             # Caught up: the read reached the log end (the consumer's end-of-partition
             # event) or nothing came within POLL_SECONDS. Commit then, so records wait
             # for the next ones only while more are coming; while a backlog is read,
@@ -617,12 +623,13 @@ class RelayWorker(threading.Thread):
             if self.stop_at is not None:
                 return min(chunk.error_offset, self.stop_at)
             return chunk.error_offset
-        if code == BAD_RECORD:
-            raise UnrelayableRecordError(
+        if code == BAD_RECORD:  # raised once the records read before it are committed
+            self._unrelayable = UnrelayableRecordError(
                 f"{self.topic.source_topic} partition {self.partition} offset "
                 f"{chunk.error_offset} on {upstream} cannot be relayed: "
                 f"{chunk.error.str()}; nothing more is relayed from this partition"
             )
+            return None
         if code in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET):
             self._refuse_if_behind(upstream, reader, next_offset)
             self.metrics.fetch_errors.labels(upstream, "data_loss").inc()

@@ -5,6 +5,7 @@ and the same stops (end of partition, a range's end, skipped provenance, byte ca
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -236,3 +237,37 @@ def test_generated_records_read_the_same_through_both_readers(local_stack, uniqu
     assert tables[0].num_rows == len(records)
     assert tables[0].equals(tables[1])
     assert tables[0].column("value").to_pylist() == [r["value"] for r in records]
+
+
+@pytest.mark.parametrize("make_reader", READERS)
+def test_an_eager_read_hands_over_what_is_there_without_waiting_for_a_full_batch(
+    local_stack, unique, make_reader
+):
+    """The relay's reads: a caught-up partition's records must not wait out the read's
+    timeout for a batch that is not coming (librdkafka's batch consume would hold them
+    the whole 60 s here)."""
+    topic = unique("eager")
+    create_topic(local_stack, topic, 1)
+    produce(local_stack, topic, [{"value": b"%d" % i} for i in range(5)])
+    reader = make_reader(reader_conf(local_stack), eager=True)
+    reader.assign(topic, 0, 0)
+    try:
+        values: list[bytes] = []
+        position = 0
+        started = time.monotonic()
+        while len(values) < 5:
+            chunk = reader.read(1000, 60.0, position, 2**63 - 1)
+            position = chunk.position
+            if chunk.records is not None:
+                values += chunk.records.column("value").to_pylist()
+        assert time.monotonic() - started < 30
+        assert values == [b"%d" % i for i in range(5)]
+        produce(local_stack, topic, [{"value": b"5"}])
+        chunk = reader.read(1000, 60.0, position, 2**63 - 1)
+        while chunk.records is None:  # the end of partition first
+            assert chunk.error is not None and chunk.error.code() == KafkaError._PARTITION_EOF
+            chunk = reader.read(1000, 60.0, position, 2**63 - 1)
+        assert chunk.records.column("value").to_pylist() == [b"5"]
+        assert time.monotonic() - started < 30
+    finally:
+        reader.close()

@@ -20,7 +20,9 @@ from relay.failover import UpstreamState
 from relay.metrics import RelayMetrics
 from relay.worker import RelayWorker
 from replicator.core.filters import FilterChain, NamedFilter
+from replicator.core.kafka import arrow_reads
 from replicator.core.kafka.testing import MemoryWriter
+from tests.fixtures.raw_produce import produce_raw, record_batch
 from tests.fixtures.relay import create_topic
 from tests.fixtures.stack import DESTINATION, SOURCE
 
@@ -44,7 +46,7 @@ def _broken_at(offset: int) -> Any:
     return decide
 
 
-def _run(setup: Any, writer: MemoryWriter, decide: Any) -> RelayWorker:
+def _run(setup: Any, writer: MemoryWriter, decide: Any, stop_at: int = RECORDS) -> RelayWorker:
     relay = setup.config.relay
     worker = RelayWorker(
         setup.config,
@@ -54,7 +56,7 @@ def _run(setup: Any, writer: MemoryWriter, decide: Any) -> RelayWorker:
         lambda: {SOURCE: UpstreamState(True)},
         open_writer=lambda _target: writer,
         filters=FilterChain([NamedFilter("tests:filter", decide)]),
-        stop_at=RECORDS,
+        stop_at=stop_at,
     )
     worker.start()
     worker.join(120)
@@ -93,4 +95,39 @@ def test_a_halt_mid_transaction_records_only_what_was_committed(
     assert writer.committed == list(range(RECORDS)), (
         f"{len(writer.committed)} records committed, "
         f"{len(set(range(RECORDS)) - set(writer.committed))} source offsets missing"
+    )
+
+
+@pytest.mark.parametrize("reader", ["C", "confluent-kafka"])
+def test_a_source_record_with_a_header_name_that_is_not_utf8_halts_its_partition_there(
+    local_stack, relay_setup, monkeypatch: pytest.MonkeyPatch, reader: str
+):
+    """Forged input: a header name that is not UTF-8 (Kafka's protocol makes header names
+    strings; no client library writes one). The relay commits every record before it,
+    halts the partition at it with an error naming the topic, partition, offset and
+    upstream, and relays nothing after it — whichever reader it has."""
+    if reader != "C":
+        monkeypatch.setattr(arrow_reads, "lib", None)
+    setup = relay_setup()
+    create_topic(local_stack.bootstrap(SOURCE), setup.source, 1)
+    create_topic(local_stack.bootstrap(DESTINATION), setup.destination, 1)
+    bootstrap = local_stack.bootstrap(SOURCE)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(3):  # offsets 0-2
+        producer.produce(setup.source, value=b"v%d" % i, partition=0)
+    producer.flush(30)
+    assert (
+        produce_raw(bootstrap, setup.source, 0, record_batch(b"bad", [(b"\xff\xfe", b"x")])) == 0
+    )  # offset 3
+    producer.produce(setup.source, value=b"after", partition=0)  # offset 4
+    producer.flush(30)
+
+    writer = MemoryWriter()
+    halted = _run(setup, writer, _keep_all, stop_at=5)
+    assert halted.status.state == "halted", halted.status
+    assert writer.committed == [0, 1, 2]
+    assert writer.checkpoints[-1] == 3
+    assert writer.halted == (
+        f"{setup.source} partition 0 offset 3 on {SOURCE} cannot be relayed: a header name "
+        "is not UTF-8; nothing more is relayed from this partition"
     )

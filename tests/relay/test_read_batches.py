@@ -1,0 +1,41 @@
+"""The relay's pure steps between a read's Arrow batch and its writer: which records are
+the relay's to write, the ``bytes`` metric, and the record relayed last as failover compares
+it. No services."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from relay.failover import last_record, record_ref
+from relay.worker import from_offset, key_and_value_bytes
+from tests.fixtures.records import every_shape, to_batch
+
+
+def test_records_before_the_next_offset_are_not_the_relays_to_write():
+    batch = to_batch(every_shape(start=10, step=2))  # offsets 10, 12, ..., 28
+    assert from_offset(None, 10) is None
+    assert from_offset(batch, 10) is batch
+    assert from_offset(batch, 5) is batch
+    kept = from_offset(batch, 15)
+    assert kept is not None
+    assert kept.column("offset").to_pylist() == list(range(16, 30, 2))
+    assert kept.to_pylist() == batch.slice(3).to_pylist()
+    assert from_offset(batch, 29) is None
+
+
+def test_the_bytes_metric_counts_keys_and_values_nulls_as_nothing():
+    records = every_shape()
+    expected = sum(len(r["key"] or b"") + len(r["value"] or b"") for r in records)
+    assert key_and_value_bytes(pa.Table.from_batches([to_batch(records)])) == expected
+    assert key_and_value_bytes(pa.Table.from_batches([to_batch(records)]).slice(0, 0)) == 0
+
+
+def test_the_last_record_is_described_as_it_was_read_every_shape_and_timestamp_type():
+    records = every_shape(start=7)
+    for last in range(len(records)):
+        r = records[last]
+        described = last_record(to_batch(records[: last + 1]))
+        assert described == record_ref(
+            r["offset"], r["key"], r["value"], r["timestamp_type"], r["timestamp"]
+        ), r
+        assert (described.timestamp is None) == (r["timestamp_type"] == 0), r
