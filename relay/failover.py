@@ -116,7 +116,7 @@ def record_ref(
 def last_record(records: pa.RecordBatch) -> RecordRef:
     """The :class:`RecordRef` of the last of ``records`` (segment schema, not empty). Pure."""
     last = records.slice(records.num_rows - 1)
-    stamp = last.column("timestamp").cast(pa.int64())[0].as_py()
+    stamp = last.column("timestamp")[0].value  # milliseconds, as the source gave them
     return record_ref(
         last.column("offset")[0].as_py(),
         last.column("key")[0].as_py(),

@@ -64,7 +64,30 @@ def test_a_source_topic_of_the_longest_name_kafka_allows_is_produced_in_c() -> N
     assert attached is not None
     table = pa.Table.from_batches([plain(3, start=2**62)])
     prefix = f"us-east-1/{'t' * 249}/2147483647/".encode()
-    assert attached.produce("destination", 0, table, prefix) == (3, 0)  # all queued
+    # all queued; the three equally large, so the first is the largest
+    assert attached.produce("destination", 0, table, prefix) == (3, 0, 0)
+    made.purge()
+
+
+def test_the_largest_record_produced_is_named_by_its_index() -> None:
+    """What a size refusal of the transaction names: the most bytes of key and value (a
+    null counting none), the first of equals, among the records produced from ``start``."""
+    made = producer(on_error, on_throttle)
+    attached = arrow_produce.attach(made, on_error, on_throttle)
+    assert attached is not None
+    batch = plain(6)
+    keys = [b"k", None, b"kkkk", b"", b"kk", b"kkkk"]
+    values = [b"vvv", b"vvvvvvv", b"vvv", None, b"vvvvv", b"vvv"]
+    table = (
+        pa.Table.from_batches([batch])
+        .set_column(3, "key", pa.array(keys, pa.binary()))
+        .set_column(4, "value", pa.array(values, pa.binary()))
+    )
+    prefix = b"us-east-1/t/0/"
+    assert attached.produce("destination", 0, table, prefix) == (6, 0, 1)  # 7 bytes, first
+    assert attached.produce("destination", 0, table, prefix, 2) == (6, 0, 2)  # 7, first of two
+    assert attached.produce("destination", 0, table, prefix, 3) == (6, 0, 4)
+    assert attached.produce("destination", 0, table, prefix, 6) == (6, 0, -1)  # none produced
     made.purge()
 
 
@@ -77,6 +100,7 @@ def test_a_closed_producer_is_not_produced_to() -> None:
     assert attached.produce("destination", 0, table, b"us-east-1/t/0/") == (
         0,
         arrow_produce.CLOSED,
+        -1,
     )
 
 

@@ -66,12 +66,12 @@ def test_a_full_producer_queue_loses_and_repeats_no_record(local_stack, unique, 
         retried.append(offset)
         produce_again(self, offset, row)
 
-    def counted_in_c(self: arrow_produce.ColumnProducer, *args: Any) -> tuple[int, int]:
-        stopped, code = produce_in_c(self, *args)
+    def counted_in_c(self: arrow_produce.ColumnProducer, *args: Any) -> tuple[int, int, int]:
+        stopped, code, largest = produce_in_c(self, *args)
         if code:
             assert code == KafkaError._QUEUE_FULL, code
             refused_in_c.append(stopped)
-        return stopped, code
+        return stopped, code, largest
 
     monkeypatch.setattr(PartitionWriter, "_produce_again", counted)
     monkeypatch.setattr(arrow_produce.ColumnProducer, "produce", counted_in_c)

@@ -28,7 +28,14 @@ def test_the_bytes_metric_counts_keys_and_values_nulls_as_nothing():
     records = every_shape()
     expected = sum(len(r["key"] or b"") + len(r["value"] or b"") for r in records)
     assert key_and_value_bytes(pa.Table.from_batches([to_batch(records)])) == expected
-    assert key_and_value_bytes(pa.Table.from_batches([to_batch(records)]).slice(0, 0)) == 0
+    table = pa.Table.from_batches([to_batch(records)])
+    assert key_and_value_bytes(table.slice(0, 0)) == 0
+    for start, stop in ((3, 7), (0, 1), (9, 10)):  # a slice counts its own records only
+        part = records[start:stop]
+        want = sum(len(r["key"] or b"") + len(r["value"] or b"") for r in part)
+        assert key_and_value_bytes(table.slice(start, stop - start)) == want
+    two_chunks = pa.Table.from_batches([to_batch(records[:4]), to_batch(records[4:])])
+    assert key_and_value_bytes(two_chunks) == expected
 
 
 def test_the_last_record_is_described_as_it_was_read_every_shape_and_timestamp_type():

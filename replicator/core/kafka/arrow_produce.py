@@ -65,6 +65,7 @@ class ColumnProducer:
     def __init__(self, producer: Any) -> None:
         self._producer = producer
         self._error = ffi.new("int32_t *")
+        self._largest = ffi.new("int64_t *")
         self._header_name = ffi.new("char[]", provenance.HEADER.encode())
 
     def produce(
@@ -74,19 +75,20 @@ class ColumnProducer:
         table: pa.Table,
         header_prefix: bytes,
         start: int = 0,
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int]:
         """Produce rows ``start``.. of ``table`` (segment schema) to ``topic``/``partition``
         with the provenance header ``header_prefix`` + source offset appended. Returns the
-        index of the first row not produced (``len(table)`` when all were) and the code
-        librdkafka refused it with (0 when all were produced)."""
+        index of the first row not produced (``len(table)`` when all were), the code
+        librdkafka refused it with (0 when all were produced), and the index of the
+        produced row with the most bytes of key and value (-1 when none was)."""
         batch = table.combine_chunks().to_batches()
         if not batch:
-            return len(table), 0
+            return len(table), 0, -1
         # Read again at every call: a Producer closed meanwhile holds none (it destroyed
         # its handle), and confluent-kafka's own calls refuse then too.
         handle = _field(self._producer, 0)
         if not handle:
-            return start, CLOSED
+            return start, CLOSED, -1
         records, keep = _records(batch[0])
         prefix = ffi.new("char[]", header_prefix)
         stopped = lib.ap_produce(
@@ -100,9 +102,10 @@ class ColumnProducer:
             prefix,
             len(header_prefix),
             self._error,
+            self._largest,
         )
         del keep  # the buffers are copied by librdkafka: released once the call returned
-        return int(stopped), int(self._error[0])
+        return int(stopped), int(self._error[0]), int(self._largest[0])
 
 
 def attach(producer: Any, error_cb: object, throttle_cb: object) -> ColumnProducer | None:

@@ -15,6 +15,9 @@
  * freed once the call returns. No per-record opaque: librdkafka's delivery reports of these
  * records reach no callback, and a failed delivery fails the transaction's commit.
  *
+ * *largest is set to the index of the produced record with the most bytes of key and value
+ * (the first of equals; -1 when none was produced), for the writer's size refusals.
+ *
  * It returns the index of the first record not produced (`to` when all were) and sets
  * *error to why it stopped there: 0, RD_KAFKA_RESP_ERR__QUEUE_FULL (the caller serves
  * deliveries and calls again from that index), or the code librdkafka refused the record
@@ -59,8 +62,10 @@ static size_t ap_decimal(char *out, int64_t value) {
 
 int64_t ap_produce(void *rk, const char *topic, int32_t partition, const struct ap_records *r,
                    int64_t from, int64_t to, const char *provenance_name, const char *prefix,
-                   size_t prefix_len, int32_t *error) {
+                   size_t prefix_len, int32_t *error, int64_t *largest) {
     *error = 0;
+    *largest = -1;
+    size_t largest_bytes = 0;
     /* The prefix names a topic (up to 249 bytes), an origin and a partition; the offset
      * takes at most 20 digits and a sign. */
     char *stamp = malloc(prefix_len + 24);
@@ -116,6 +121,10 @@ int64_t ap_produce(void *rk, const char *topic, int32_t partition, const struct 
             rd_kafka_error_destroy(refused);
             rd_kafka_headers_destroy(headers); /* still ours when the record was refused */
             break;
+        }
+        if (*largest < 0 || key_len + value_len > largest_bytes) {
+            *largest = i;
+            largest_bytes = key_len + value_len;
         }
     }
     rd_kafka_topic_destroy(rkt);

@@ -209,7 +209,7 @@ struct ar_reader;
 
 int64_t ap_produce(void *rk, const char *topic, int32_t partition, const struct ap_records *r,
                    int64_t from, int64_t to, const char *provenance_name, const char *prefix,
-                   size_t prefix_len, int32_t *error);
+                   size_t prefix_len, int32_t *error, int64_t *largest);
 void *ap_client_opaque(void *rk);
 
 struct ar_reader *ar_open(const char **names, const char **values, int count, int with_log,
