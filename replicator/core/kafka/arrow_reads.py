@@ -12,8 +12,9 @@ Two readers keep one contract (:class:`PartitionReader`); :func:`open_reader` ch
   built (no compiler where the project was installed) or a client setting is a Python
   callable other than the logger (an OAuth token callback cannot cross into C).
 
-The contract of :meth:`PartitionReader.read`, which the reader's caller builds its rules on
-(egress's ``read_range``: ends, losses, retries):
+Egress's ranges and the relay's partitions are read through them. The contract of
+:meth:`PartitionReader.read`, which each caller builds its rules on (egress's
+``read_range``, the relay's ``RelayWorker._read``: ends, losses, retries, halts):
 
 - It returns the records taken, in offset order, all below ``end``; ``position``, the
   offset after the last record taken or passed over (a record carrying ``skip_header``,

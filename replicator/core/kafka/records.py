@@ -1,5 +1,6 @@
 """Kafka records as Arrow, column by column: the one conversion from confluent-kafka
-messages that egress (into segments) and the relay (into the writer) share.
+messages, for the partition reader where the C one is not built (egress and the relay read
+through it) and for failback's segments.
 
 Columns are built from Python lists in one pass each, not row by row into Arrow builders.
 Timestamps stay what Kafka says: epoch milliseconds and the timestamp type (0 none, 1
