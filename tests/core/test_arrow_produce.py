@@ -113,3 +113,12 @@ def test_a_c_half_built_before_the_producer_is_declined(monkeypatch: Any, caplog
     arrow_produce._declines_told.clear()
     assert arrow_produce.attach(producer(on_error, on_throttle), on_error, on_throttle) is None
     assert "built before it had a producer" in caplog.text
+
+
+def test_a_c_half_built_from_older_sources_is_declined(monkeypatch: Any, caplog: Any) -> None:
+    """A checkout updated without ``make setup``: its ``ap_produce`` takes other arguments
+    than the source declares, and is never called with the new ones."""
+    monkeypatch.setattr(arrow_produce, "PRODUCE_ARGUMENTS", arrow_produce.PRODUCE_ARGUMENTS - 1)
+    arrow_produce._declines_told.clear()
+    assert arrow_produce.attach(producer(on_error, on_throttle), on_error, on_throttle) is None
+    assert "built from older sources" in caplog.text

@@ -271,3 +271,13 @@ def test_an_eager_read_hands_over_what_is_there_without_waiting_for_a_full_batch
         assert time.monotonic() - started < 30
     finally:
         reader.close()
+
+
+def test_the_c_reader_is_used_only_as_its_source_declares_it():
+    """A C half built from older sources (a checkout updated without ``make setup``) is
+    not called with the new arguments: the slower reader is used instead."""
+    ffi, lib = arrow_reads.ffi, arrow_reads.lib
+    assert arrow_reads.declared_as_built(ffi, lib, "ar_read", arrow_reads.READ_ARGUMENTS)
+    assert not arrow_reads.declared_as_built(ffi, lib, "ar_read", arrow_reads.READ_ARGUMENTS - 1)
+    assert not arrow_reads.declared_as_built(ffi, lib, "ar_read_gone", 1)
+    assert not arrow_reads.declared_as_built(None, None, "ar_read", arrow_reads.READ_ARGUMENTS)

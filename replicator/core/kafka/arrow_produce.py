@@ -36,6 +36,7 @@ import pyarrow as pa
 from confluent_kafka import Producer
 
 from replicator.core.kafka import provenance
+from replicator.core.kafka.arrow_reads import declared_as_built
 
 try:  # built by `make setup` (replicator.core.kafka.arrow_reader_build)
     from replicator.core.kafka._arrow_reader import ffi, lib  # type: ignore[import-not-found]
@@ -48,6 +49,8 @@ _POINTER = ctypes.sizeof(ctypes.c_void_p)
 _OBJECT_HEADER = ctypes.sizeof(ctypes.c_ssize_t) + _POINTER  # ob_refcnt, ob_type
 _HANDLE_FIELDS = ("rk", "error_cb", "throttle_cb")
 """The first fields of confluent-kafka's ``Handle``, in order, after the object header."""
+PRODUCE_ARGUMENTS = 11
+"""The arguments ``ap_produce`` takes in the C source beside this module."""
 CLOSED = -197
 """librdkafka's RD_KAFKA_RESP_ERR__DESTROY: what a produce on a closed ``Producer``
 reports."""
@@ -116,6 +119,8 @@ def attach(producer: Any, error_cb: object, throttle_cb: object) -> ColumnProduc
         return _declined("the C producer is not built (`make setup` builds it)")
     if not hasattr(lib, "ap_produce"):
         return _declined("the C half was built before it had a producer (`make setup`)")
+    if not declared_as_built(ffi, lib, "ap_produce", PRODUCE_ARGUMENTS):
+        return _declined("the C half was built from older sources (`make setup`)")
     if not isinstance(producer, Producer):
         return _declined(f"{type(producer).__name__} is not a confluent-kafka Producer")
     if type(producer).__basicsize__ < _OBJECT_HEADER + len(_HANDLE_FIELDS) * _POINTER:

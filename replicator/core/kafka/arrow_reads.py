@@ -51,6 +51,23 @@ except ImportError:  # pragma: no cover - exercised where no compiler was availa
 
 log = logging.getLogger(__name__)
 
+READ_ARGUMENTS = 9
+"""The arguments ``ar_read`` takes in the C source beside this module."""
+
+
+def declared_as_built(ffi: Any, lib: Any, function: str, arguments: int) -> bool:
+    """Whether ``function`` of the built C half (its ``ffi`` and ``lib``) takes
+    ``arguments`` arguments, as the source here declares it. A checkout updated without
+    ``make setup`` keeps a C half built from older sources, which must not be called with
+    the new arguments (cffi would refuse every call)."""
+    if lib is None or not hasattr(lib, function):
+        return False
+    return len(ffi.typeof(ffi.addressof(lib, function)).args) == arguments
+
+
+if not declared_as_built(ffi, lib, "ar_read", READ_ARGUMENTS):
+    lib = None  # the slower reader, with the warning open_reader gives
+
 MOST_BATCH_BYTES = 256 * 1024 * 1024
 """A read stops taking records once its keys, values and headers reach this many bytes:
 Arrow's binary columns address at most 2 GiB, and a batch's memory stays bounded whatever
@@ -102,7 +119,8 @@ def open_reader(
             "slower than the C range reader: %s",
             "a client setting is a Python callable"
             if lib is not None
-            else "the C range reader is not built (`make setup` builds it)",
+            else "the C range reader is not built, or was built from older sources "
+            "(`make setup` builds it)",
         )
     return MessagePartitionReader(conf, skip_header)
 
