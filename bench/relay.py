@@ -6,7 +6,9 @@ delivery (:mod:`bench.mirror_maker`), the relay's peer, measured in the same run
 Usage: python -m bench.relay [--records N] [--partitions P] [--rate R] [--seconds S]
 Each measurement starts its own local stack. Throughput: the fixed workload relayed with
 ``replicator relay --stop-at-end`` logic in this process (whole run, the consumer-group
-join included, and from the first record on). Latency: ``replicator relay`` as a process,
+join included, and from the first record on); then, for its memory, the same records
+relayed again into another topic by ``replicator relay --stop-at-end`` as a process of its
+own, whose peak RSS is the relay's alone. Latency: ``replicator relay`` as a process,
 from the source timestamp to the moment a read_committed consumer of the destination
 reads the record.
 """
@@ -18,6 +20,7 @@ import gc
 import json
 import resource
 import time
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -27,6 +30,7 @@ from bench import mirror_maker
 from bench.latency import PARTITIONS as LATENCY_PARTITIONS
 from bench.latency import lag_figures, loaded, steady_load
 from bench.local_stack import bench_stack
+from bench.memory import PeakRss
 from bench.profiles import profiled
 from bench.workload import produce_workload
 from infra.drill import DestinationTail, Service
@@ -45,6 +49,15 @@ assignment_partitions = 8
 source_topic = "bench"
 destination_topic = "bench.copy"
 """
+PROCESS_CONFIG = CONFIG.replace(
+    "[relay]\n",
+    "[relay]\n"
+    'group_id = "bench-relay-process"\n'
+    'checkpoint_topic = "bench.relay-process.checkpoints"\n'
+    'assignment_topic = "bench.relay-process.assignments"\n',
+).replace('"bench.copy"', '"bench.process"')
+"""The relay run as a process of its own (:func:`measure_process`): a relay of its own
+(group, checkpoints, assignments) into a topic of its own, beside the in-process run's."""
 STARTED = "relaying"
 """What the relay logs once it owns its partitions."""
 
@@ -136,6 +149,7 @@ def measure_throughput(records: int, partitions: int) -> dict[str, Any]:
         gc.collect()
         # The peer on the same records and the same two clusters, after the relay.
         peer = mirror_maker.measure_throughput(east, west, "bench", partitions, root / "mm2")
+        process = measure_process(root)
     return {
         "records": records,
         "partitions": partitions,
@@ -148,7 +162,32 @@ def measure_throughput(records: int, partitions: int) -> dict[str, Any]:
         "relay_cpu_seconds": cpu,
         "relay_cpu_seconds_per_million_records": cpu / records * 1e6,
         "mirror_maker": peer,
+        "relay_process_seconds": process["seconds"],
+        "relay_process_records_per_s": records / process["seconds"],
+        "relay_process_peak_rss_mib": process["peak_rss_mib"],
     }
+
+
+def measure_process(root: Path) -> dict[str, float]:
+    """``replicator relay --stop-at-end`` as operators run it, a process of its own, on the
+    stack's records into another topic: its peak RSS (the in-process run shares its process
+    with the benchmark's own clients, so its memory is not the relay's alone) and its
+    seconds from process start to exit."""
+    path = root / "relay-process.toml"
+    text = (root / "bench.toml").read_text()
+    assert CONFIG in text, "the stack's configuration no longer holds the relay's section"
+    path.write_text(text.replace(CONFIG, PROCESS_CONFIG))
+    relay = Service(
+        "relay", ["relay", "--config", str(path), "--stop-at-end"], root / "relay-process.log"
+    )
+    with PeakRss(lambda command: "--stop-at-end" in command, interval=0.1) as memory:
+        started = time.perf_counter()
+        relay.start()
+        while relay.exited() is None:
+            time.sleep(0.05)
+        seconds = time.perf_counter() - started
+    assert relay.exited() == 0, f"the relay process failed; see {relay.log_path}"
+    return {"seconds": seconds, "peak_rss_mib": memory.largest()[0] / 2**20}
 
 
 def _cpu_seconds() -> float:

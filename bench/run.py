@@ -228,6 +228,17 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
                 0.8,
             ),
         ]
+        if "relay_process_peak_rss_mib" in r:  # results recorded before it was measured
+            found += [
+                _informative(
+                    "relay records/s, as a process (start to exit)",
+                    "rec/s",
+                    r["relay_process_records_per_s"],
+                ),
+                _limit_figure(
+                    "relay process peak RSS", "MiB", r["relay_process_peak_rss_mib"], 512
+                ),
+            ]
     if "restore" in raw:
         r = raw["restore"]
         found += [

@@ -266,6 +266,20 @@ def test_the_relay_is_judged_against_twice_mirror_makers_throughput():
     assert all("MirrorMaker" not in f.name for f in figures_from({"relay": alone}))
 
 
+def test_the_relay_process_is_judged_on_its_peak_rss_and_older_results_have_no_such_row():
+    def rss(peak: float) -> Figure:
+        run = relay_run(250.0, 100.0)
+        run["relay"] |= {
+            "relay_process_records_per_s": 120.0,
+            "relay_process_peak_rss_mib": peak,
+        }
+        return {f.name: f for f in figures_from(run)}["relay process peak RSS"]
+
+    assert (rss(320.0).met, rss(320.0).target) == (True, "<= 512 MiB")
+    assert not rss(671.0).met
+    assert all("process" not in f.name for f in figures_from(relay_run(250.0, 100.0)))
+
+
 def test_the_relay_latency_tail_is_judged_against_mirror_makers_on_the_median_ratio():
     def run(relay_p99: float, peer_p99: float) -> list[Figure]:
         peer = {"p50_seconds": 0.1, "p99_seconds": peer_p99, "max_seconds": 0.5}
