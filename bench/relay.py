@@ -18,8 +18,10 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import logging
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +60,8 @@ PROCESS_CONFIG = CONFIG.replace(
 ).replace('"bench.copy"', '"bench.process"')
 """The relay run as a process of its own (:func:`measure_process`): a relay of its own
 (group, checkpoints, assignments) into a topic of its own, beside the in-process run's."""
+log = logging.getLogger(__name__)
+
 STARTED = "relaying"
 """What the relay logs once it owns its partitions."""
 
@@ -148,7 +152,9 @@ def measure_throughput(records: int, partitions: int) -> dict[str, Any]:
         del service
         gc.collect()
         # The peer on the same records and the same two clusters, after the relay.
-        peer = mirror_maker.measure_throughput(east, west, "bench", partitions, root / "mm2")
+        peer = _peer(
+            lambda: mirror_maker.measure_throughput(east, west, "bench", partitions, root / "mm2")
+        )
         process = measure_process(root)
     return {
         "records": records,
@@ -161,7 +167,7 @@ def measure_throughput(records: int, partitions: int) -> dict[str, Any]:
         "baseline_records_per_s": base_records / base_seconds,
         "relay_cpu_seconds": cpu,
         "relay_cpu_seconds_per_million_records": cpu / records * 1e6,
-        "mirror_maker": peer,
+        **peer,
         "relay_process_seconds": process["seconds"],
         "relay_process_records_per_s": records / process["seconds"],
         "relay_process_peak_rss_mib": process["peak_rss_mib"],
@@ -222,8 +228,20 @@ def measure_latency(rate: int, seconds: float, hog: bool = False) -> dict[str, A
     # is measured the same way, on a stack of its own.
     del tail, admin
     gc.collect()
-    figures["mirror_maker"] = mirror_maker.measure_latency(rate, seconds, hog)
+    figures |= _peer(lambda: mirror_maker.measure_latency(rate, seconds, hog))
     return figures
+
+
+def _peer(measure: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``{"mirror_maker": figures}``; or, when MirrorMaker 2 fails on its own (a task dies:
+    :class:`~bench.mirror_maker.PeerFailedError`), ``{"mirror_maker_failed": why}``, so that
+    the relay's figures of the run are kept and its rows against the peer are left out of
+    the run (the medians are of the other runs)."""
+    try:
+        return {"mirror_maker": measure()}
+    except mirror_maker.PeerFailedError as exc:
+        log.warning("MirrorMaker 2 failed; this run has no figures of it: %s", exc)
+        return {"mirror_maker_failed": str(exc)}
 
 
 def main() -> None:

@@ -293,6 +293,17 @@ def figures_from(raw: dict[str, dict[str, Any]]) -> list[Figure]:
     return found
 
 
+def peer_failures(runs: Sequence[dict[str, dict[str, Any]]]) -> list[str]:
+    """A line for each run whose peer failed on its own (its rows against the peer are left
+    out of that run, so their medians are of fewer runs). Pure."""
+    return [
+        f"run {number} of {key}: no MirrorMaker 2 figures ({raw['mirror_maker_failed']})"
+        for number, run in enumerate(runs, 1)
+        for key, raw in run.items()
+        if "mirror_maker_failed" in raw
+    ]
+
+
 def _relay_latency_figures(lat: dict[str, Any], suffix: str) -> list[Figure]:
     rate = f" at {lat.get('rate_records_per_s', 2_000):,} rec/s"
     found = [
@@ -746,6 +757,8 @@ def main() -> None:
     print()
     print(f"median of {repeat} run(s), (min-max) beside it; targets judged on the median")
     print(render(summaries))
+    for failure in peer_failures(runs):
+        print(failure)
     costs = cost_table(runs[0])
     if costs:
         print()

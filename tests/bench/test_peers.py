@@ -1,11 +1,22 @@
-"""The peers' pure parts: MirrorMaker 2's configuration and offsets, the limit's summary."""
+"""The peers' pure parts: MirrorMaker 2's configuration, offsets and failures, the limit's
+summary."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from bench.compiled_limit import summary
-from bench.mirror_maker import copied_offset, mm2_properties, offsets_topic
+from bench.mirror_maker import (
+    MirrorMaker,
+    PeerFailedError,
+    copied_offset,
+    dead_task,
+    mm2_properties,
+    offsets_topic,
+)
 
 
 def parse(properties: str) -> dict[str, str]:
@@ -46,6 +57,49 @@ def test_only_the_flows_own_source_offsets_are_read_from_the_offsets_topic():
         copied_offset(key("MirrorCheckpointConnector", "east", "bench", 3), value, "bench") is None
     )
     assert copied_offset(key("MirrorSourceConnector", "east", "bench", 3), None, "bench") is None
+
+
+DIED = """\
+2026-11-29T17:00:56,914 ERROR [task-thread-MirrorSourceConnector-7] org.apache.kafka.connect.storage.OffsetStorageWriter - Invalid call to OffsetStorageWriter beginFlush() while already flushing, the framework should not allow this
+2026-11-29T17:00:56,933 ERROR [task-thread-MirrorSourceConnector-7] org.apache.kafka.connect.runtime.WorkerTask - ExactlyOnceWorkerSourceTask{id=MirrorSourceConnector-7} Task threw an uncaught and unrecoverable exception. Task is being killed and will not recover until manually restarted
+org.apache.kafka.connect.errors.ConnectException: Failed to flush offsets and/or records for task MirrorSourceConnector-7
+\tat org.apache.kafka.connect.runtime.ExactlyOnceWorkerSourceTask.maybeWrapProducerSendException(ExactlyOnceWorkerSourceTask.java:355)
+Caused by: org.apache.kafka.connect.errors.ConnectException: OffsetStorageWriter is already flushing
+\tat org.apache.kafka.connect.storage.OffsetStorageWriter.beginFlush(OffsetStorageWriter.java:120)
+2026-11-29T17:00:57,111 INFO  [task-thread-MirrorSourceConnector-7] org.apache.kafka.clients.FetchSessionHandler - done
+"""  # noqa: E501 (MirrorMaker 2 4.1.1's own lines)
+
+
+def test_a_task_that_died_is_named_with_its_cause():
+    assert dead_task(DIED) == (
+        "ExactlyOnceWorkerSourceTask{id=MirrorSourceConnector-7} Task threw an uncaught and "
+        "unrecoverable exception. Task is being killed and will not recover until manually "
+        "restarted; Caused by: org.apache.kafka.connect.errors.ConnectException: "
+        "OffsetStorageWriter is already flushing"
+    )
+    assert dead_task(DIED.replace("Caused by", "Then")) is not None
+    assert dead_task(DIED.replace("Task threw", "Task did not throw")) is None
+    # The cause is the dead task's own, not a later record's.
+    later = DIED.replace("Caused by: ", "").replace("done", "x\nCaused by: another")
+    assert dead_task(later).endswith("manually restarted")  # type: ignore[union-attr]
+
+
+def test_a_running_mirror_maker_whose_task_died_fails_the_measurement(tmp_path: Path):
+    mirror = MirrorMaker(tmp_path, "")
+    mirror.process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        first_line, rest = DIED.split("\n", 1)
+        mirror.log.write_text(first_line + "\n")
+        mirror.running()  # nothing died yet
+        with mirror.log.open("a") as log:
+            log.write(rest)
+        with pytest.raises(PeerFailedError, match=r"MirrorSourceConnector-7.*already flushing"):
+            mirror.running()
+    finally:
+        mirror.process.kill()
+        mirror.process.wait()
+    with pytest.raises(PeerFailedError, match="exited"):
+        mirror.running()
 
 
 def run(records: int, seconds: float) -> dict[str, float]:

@@ -11,6 +11,7 @@ from bench.run import (
     cost_table,
     figures_from,
     judge,
+    peer_failures,
     plan,
     render,
     scale_tables,
@@ -278,6 +279,20 @@ def test_the_relay_process_is_judged_on_its_peak_rss_and_older_results_have_no_s
     assert (rss(320.0).met, rss(320.0).target) == (True, "<= 512 MiB")
     assert not rss(671.0).met
     assert all("process" not in f.name for f in figures_from(relay_run(250.0, 100.0)))
+
+
+def test_a_run_whose_peer_failed_keeps_the_relays_rows_and_says_so():
+    failed = relay_run(250.0, 100.0)
+    del failed["relay"]["mirror_maker"]
+    failed["relay"]["mirror_maker_failed"] = "a MirrorMaker 2 task died"
+    runs = [relay_run(250.0, 100.0), failed, relay_run(300.0, 100.0)]
+    by_name = {s.name: s for s in aggregate([figures_from(raw) for raw in runs])}
+    assert len(by_name["relay records/s (whole run)"].projects) == 3
+    against = "relay records/s (whole run) against MirrorMaker 2 exactly-once (whole run)"
+    assert by_name[against].ratios == [2.5, 3.0]
+    assert peer_failures(runs) == [
+        "run 2 of relay: no MirrorMaker 2 figures (a MirrorMaker 2 task died)"
+    ]
 
 
 def test_the_relay_latency_tail_is_judged_against_mirror_makers_on_the_median_ratio():
