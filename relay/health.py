@@ -30,6 +30,15 @@ def check_timeout(interval: float) -> float:
     return min(5.0, max(1.0, 2 * interval))
 
 
+def check_failure(what: str, exc: Exception, timeout: float) -> str:
+    """Why a check of ``what`` failed, for the operator: the error's text, or for a wait
+    that ran out (a ``TimeoutError``, whose text is empty) that no answer came within
+    ``timeout`` seconds. Pure."""
+    if isinstance(exc, TimeoutError):
+        return f"{what}: no answer within {timeout:g} s"
+    return f"{what}: {str(exc) or type(exc).__name__}"
+
+
 class UpstreamHealth:
     """The latest state of every upstream; :meth:`check_all` refreshes it."""
 
@@ -177,5 +186,5 @@ class UpstreamHealth:
         try:
             ends = self._admins[name].call(lambda admin: self._log_ends(admin, requests))
         except Exception as exc:
-            return UpstreamState(False, problem=f"end offsets: {exc}")
+            return UpstreamState(False, problem=check_failure("end offsets", exc, self._timeout))
         return UpstreamState(True, ends)
