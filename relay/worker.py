@@ -107,6 +107,30 @@ about 670 MiB of RSS over 3,000,000 records, and at about 320 MiB with these bou
 reads ahead still hide a fetch's round trip behind the writes (``fetch.queue.backoff.ms``
 is 10 ms, :data:`~replicator.core.kafka.clients.BULK_READER`). A cluster's raw ``config``
 table overrides these."""
+
+
+def reader_settings(kafka: dict[str, Any], group_id: str) -> dict[str, Any]:
+    """The settings of a partition's reader of an upstream whose client settings are
+    ``kafka``: :data:`BULK_READER` and :data:`READ_QUEUE` under the cluster's own (its raw
+    ``config`` table overrides them), and over both what the relay's reading relies on
+    (read_committed, a group id never joined, no reset past a gap). Pure."""
+    return {
+        **BULK_READER,
+        **READ_QUEUE,
+        **kafka,
+        "group.id": f"{group_id}-reader",  # never joined or committed
+        "enable.auto.commit": False,
+        "enable.partition.eof": True,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "error",
+        # The broker answers a fetch once it has READ_MIN_BYTES or after 50 ms (not the
+        # 500 ms default): a partition written a few records at a time is fetched 20
+        # times a second, not once per record batch.
+        "fetch.wait.max.ms": 50,
+        "fetch.min.bytes": READ_MIN_BYTES,
+    }
+
+
 HALTING_ERRORS = (
     AuthorizationError,
     UpstreamMismatchError,
@@ -566,21 +590,7 @@ class RelayWorker(threading.Thread):
         return client_config(self.config.region(region).kafka)
 
     def _reader_settings(self, upstream: str) -> dict[str, Any]:
-        return {
-            **BULK_READER,
-            **READ_QUEUE,
-            **self._kafka(upstream),
-            "group.id": f"{self.relay.group_id}-reader",  # never joined or committed
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-            "auto.offset.reset": "error",
-            # The broker answers a fetch once it has READ_MIN_BYTES or after 50 ms (not
-            # the 500 ms default): a partition written a few records at a time is
-            # fetched 20 times a second, not once per record batch.
-            "fetch.wait.max.ms": 50,
-            "fetch.min.bytes": READ_MIN_BYTES,
-        }
+        return reader_settings(self._kafka(upstream), self.relay.group_id)
 
     def _reader_for(self, upstream: str, offset: int) -> PartitionReader:
         """The reader of ``upstream``, at ``offset`` when it is new: records come as Arrow

@@ -1,13 +1,14 @@
 """The relay's pure steps between a read's Arrow batch and its writer: which records are
-the relay's to write, the ``bytes`` metric, and the record relayed last as failover compares
-it. No services."""
+the relay's to write, the ``bytes`` metric, the record relayed last as failover compares
+it, and the reader's settings. No services."""
 
 from __future__ import annotations
 
 import pyarrow as pa
+from confluent_kafka import Consumer
 
 from relay.failover import last_record, record_ref
-from relay.worker import from_offset, key_and_value_bytes
+from relay.worker import READ_BATCH, from_offset, key_and_value_bytes, reader_settings
 from tests.fixtures.records import every_shape, to_batch
 
 
@@ -47,3 +48,19 @@ def test_the_last_record_is_described_as_it_was_read_every_shape_and_timestamp_t
             r["offset"], r["key"], r["value"], r["timestamp_type"], r["timestamp"]
         ), r
         assert (described.timestamp is None) == (r["timestamp_type"] == 0), r
+
+
+def test_a_readers_read_ahead_is_bounded_and_the_clusters_own_config_overrides_it():
+    plain = reader_settings({"bootstrap.servers": "127.0.0.1:1"}, "relay")
+    # librdkafka's defaults (100,000 records, 64 MiB a partition) held most of the
+    # process: 670 MiB of RSS for one relay of 8 partitions (docs/performance.md).
+    assert plain["queued.min.messages"] == 4 * READ_BATCH
+    assert plain["queued.max.messages.kbytes"] == 16 * 1024
+    assert plain["fetch.queue.backoff.ms"] == 10
+    Consumer(plain).close()  # librdkafka takes them together
+    raw = {"bootstrap.servers": "127.0.0.1:1", "queued.min.messages": 50_000}
+    raw |= {"isolation.level": "read_uncommitted", "group.id": "theirs"}
+    tuned = reader_settings(raw, "relay")
+    assert tuned["queued.min.messages"] == 50_000
+    # What the relay's reading relies on is not the cluster's to change.
+    assert (tuned["isolation.level"], tuned["group.id"]) == ("read_committed", "relay-reader")
