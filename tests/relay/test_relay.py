@@ -4,12 +4,16 @@ topic-to-topic in one cluster, source partitions merged into one, filters, and a
 
 from __future__ import annotations
 
+import dataclasses
+import threading
+
 import pytest
 from confluent_kafka import Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from relay.errors import RelayLoopError
 from relay.service import RelayService, loop_problem
+from replicator.core.config import load_config
 from replicator.core.errors import ConfigError
 from replicator.core.kafka import provenance
 from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
@@ -299,3 +303,36 @@ def test_a_destination_deleted_and_created_again_is_relayed_again_whole(
     assert relay_once(setup) == 0
     assert_relayed(local_stack, setup, 2)
     assert "not a resume point" in caplog.text
+
+
+def test_records_larger_than_the_readers_read_ahead_are_relayed_whole(local_stack, relay_setup):
+    """The reader fetches at most 16 MiB ahead (relay.worker.READ_QUEUE); a record larger
+    than that is still fetched, alone, and relayed (the destination's producers buffer
+    more than it, as an operator carrying such records sets them)."""
+    setup = relay_setup()
+    setup.path.write_text(
+        setup.path.read_text()
+        + f'\n[regions.{DESTINATION}.kafka.config]\n"queue.buffering.max.kbytes" = 65536\n'
+    )
+    setup = dataclasses.replace(setup, config=load_config(setup.path))
+    large = 20 * 1024**2
+    admin = AdminClient({"bootstrap.servers": local_stack.bootstrap(SOURCE)})
+    topic = NewTopic(setup.source, 1, config={"max.message.bytes": str(large + 1024**2)})
+    admin.create_topics([topic])[setup.source].result(timeout=30)
+    producer = Producer(
+        {"bootstrap.servers": local_stack.bootstrap(SOURCE), "message.max.bytes": large * 2}
+    )
+    for i, size in enumerate([10, large, 10, large, large, 10]):
+        producer.produce(setup.source, key=b"%d" % i, value=bytes([i]) * size, partition=0)
+        producer.flush(60)  # one record a batch: each large one is fetched on its own
+    service = RelayService(setup.config, stop_at_end=True, handle_signals=False)
+    outcome: list[int] = []
+    thread = threading.Thread(target=lambda: outcome.append(service.run()), daemon=True)
+    thread.start()
+    thread.join(120)
+    if thread.is_alive():
+        service.request_stop()
+        thread.join(30)
+        raise AssertionError("the relay never reached the log end: a record was not fetched")
+    assert outcome == [0]
+    assert_relayed(local_stack, setup, 1)
