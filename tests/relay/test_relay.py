@@ -5,7 +5,6 @@ topic-to-topic in one cluster, source partitions merged into one, filters, and a
 from __future__ import annotations
 
 import dataclasses
-import threading
 
 import pytest
 from confluent_kafka import Producer, TopicPartition
@@ -20,7 +19,7 @@ from replicator.core.kafka.checkpoints import CheckpointStore, WriteTarget
 from replicator.core.kafka.errors import DestinationTopicError
 from tests.fixtures.independent import read_partition
 from tests.fixtures.records import produce_every_shape
-from tests.fixtures.relay import UPSTREAM_B, create_topic
+from tests.fixtures.relay import UPSTREAM_B, create_topic, run_until_it_ends
 from tests.fixtures.stack import DESTINATION, SOURCE
 
 
@@ -326,13 +325,6 @@ def test_records_larger_than_the_readers_read_ahead_are_relayed_whole(local_stac
         producer.produce(setup.source, key=b"%d" % i, value=bytes([i]) * size, partition=0)
         producer.flush(60)  # one record a batch: each large one is fetched on its own
     service = RelayService(setup.config, stop_at_end=True, handle_signals=False)
-    outcome: list[int] = []
-    thread = threading.Thread(target=lambda: outcome.append(service.run()), daemon=True)
-    thread.start()
-    thread.join(120)
-    if thread.is_alive():
-        service.request_stop()
-        thread.join(30)
-        raise AssertionError("the relay never reached the log end: a record was not fetched")
+    outcome = run_until_it_ends(service, 120)  # a record never fetched: no end
     assert outcome == [0]
     assert_relayed(local_stack, setup, 1)

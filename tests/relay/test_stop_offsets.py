@@ -5,8 +5,6 @@ after ``stall_timeout`` it fails, naming why, without relaying anything."""
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from confluent_kafka import Producer
 
@@ -14,7 +12,7 @@ from relay import health as relay_health
 from relay.errors import StopOffsetsError
 from relay.failover import UpstreamState, stop_offsets
 from relay.service import RelayService
-from tests.fixtures.relay import create_topic, record_counts
+from tests.fixtures.relay import create_topic, record_counts, run_until_it_ends
 from tests.fixtures.stack import DESTINATION, SOURCE
 
 
@@ -44,25 +42,6 @@ def _answers_metadata_but_not_end_offsets(times: int, monkeypatch: pytest.Monkey
     monkeypatch.setattr(relay_health.UpstreamHealth, "_check", check)
 
 
-def _run(service: RelayService) -> list[object]:
-    outcome: list[object] = []
-
-    def run() -> None:
-        try:
-            outcome.append(service.run())
-        except Exception as exc:
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(90)
-    if thread.is_alive():
-        service.request_stop()
-        thread.join(30)
-        raise AssertionError("relay --stop-at-end did not end")
-    return outcome
-
-
 def test_a_stop_at_end_run_waits_for_every_end_offset_then_ends(
     local_stack, relay_setup, monkeypatch
 ):
@@ -73,7 +52,7 @@ def test_a_stop_at_end_run_waits_for_every_end_offset_then_ends(
         producer.produce(setup.source, value=b"v%d" % i, partition=i % 2)
     producer.flush(30)
     _answers_metadata_but_not_end_offsets(4, monkeypatch)
-    outcome = _run(RelayService(setup.config, stop_at_end=True, handle_signals=False))
+    outcome = run_until_it_ends(RelayService(setup.config, stop_at_end=True, handle_signals=False))
     assert outcome == [0]
     assert record_counts(local_stack.bootstrap(DESTINATION), setup.destination, 2) == [50, 50]
 
@@ -84,6 +63,6 @@ def test_a_stop_at_end_run_without_end_offsets_fails_naming_why(
     setup = relay_setup(relay_options='stall_timeout = "3s"')
     create_topic(local_stack.bootstrap(SOURCE), setup.source, 2)
     _answers_metadata_but_not_end_offsets(10_000, monkeypatch)
-    outcome = _run(RelayService(setup.config, stop_at_end=True, handle_signals=False))
+    outcome = run_until_it_ends(RelayService(setup.config, stop_at_end=True, handle_signals=False))
     assert len(outcome) == 1 and isinstance(outcome[0], StopOffsetsError), outcome
     assert "end offset of every relayed partition" in str(outcome[0])
